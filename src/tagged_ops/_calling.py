@@ -1,0 +1,131 @@
+"""Generated calling glue between the user's signature and the registered schema.
+
+The handle must take the user's signature on every release (defaults, keywords,
+keyword-only out buffers), cost next to nothing per call, and be traceable by
+Dynamo on torch 2.4 (which cannot trace ``inspect.Signature.bind``). So for each
+op we generate small plain functions with the exact parameter lists, once, at
+definition time. Python then does the argument binding, and its own TypeError
+names the op (the functions are named after its qualified name).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ._signature import OpSignature, Param
+
+__all__ = ["generate"]
+
+_REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
+
+
+def _param_list(sig: OpSignature, order: Sequence[Param], defaults: dict[str, str]) -> str:
+    parts: list[str] = []
+    star = False
+    for p in order:
+        if p.keyword_only and not star:
+            parts.append("*")
+            star = True
+        parts.append(f"{p.name}={defaults[p.name]}" if p.name in defaults else p.name)
+    return ", ".join(parts)
+
+
+def _call_args(order: Sequence[Param]) -> str:
+    return ", ".join(p.name if not p.keyword_only else f"{p.name}={p.name}" for p in order)
+
+
+def _result(sig: OpSignature) -> str:
+    names = [p.name for p in sig.mutated]
+    return names[0] if len(names) == 1 else f"({', '.join(names)},)"
+
+
+def generate(sig: OpSignature, source: str, namespace: dict[str, Any], name: str) -> Callable[..., Any]:
+    """Compile ``source`` (one ``def``) in ``namespace`` and name the function ``name``."""
+    code = compile(source, f"<tagged_ops {sig.qualname}>", "exec")
+    exec(code, namespace)  # noqa: S102 - source is built from validated identifiers only
+    fn: Callable[..., Any] = namespace["_generated"]
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
+    """Default expressions (names bound in the namespace) for the user's signature."""
+    exprs: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for i, p in enumerate(sig.python_signature.parameters.values()):
+        if p.default is not inspect.Parameter.empty:
+            exprs[p.name] = f"_d{i}"
+            values[f"_d{i}"] = p.default
+    return exprs, values
+
+
+def make_handle_call(sig: OpSignature, op: Callable[..., Any], schema_order: Sequence[Param]) -> Callable[..., Any]:
+    """The handle's call: user's signature in, the mutated tensor(s) out."""
+    exprs, ns = user_defaults(sig)
+    # Eager calls go straight to the C++ entry point (skipping OpOverload.__call__,
+    # a Python frame); Dynamo needs the OpOverload itself to put it in the graph.
+    ns.update(_op=op, _raw=getattr(op, "_op", op), _compiling=torch.compiler.is_compiling)
+    source = (
+        f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
+        f"    if _compiling():\n"
+        f"        _op({_call_args(schema_order)})\n"
+        f"    else:\n"
+        f"        _raw({_call_args(schema_order)})\n"
+        f"    return {_result(sig)}\n"
+    )
+    return generate(sig, source, ns, sig.qualname)
+
+
+def make_binder(sig: OpSignature, schema_order: Sequence[Param]) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+    """User's call form -> (args, kwargs) of the registered op."""
+    exprs, ns = user_defaults(sig)
+    positional = [p.name for p in schema_order if not p.keyword_only]
+    keywords = [p.name for p in schema_order if p.keyword_only]
+    source = (
+        f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
+        f"    return ({''.join(n + ', ' for n in positional)}), {{{', '.join(repr(n) + ': ' + n for n in keywords)}}}\n"
+    )
+    return generate(sig, source, ns, sig.qualname)
+
+
+def make_kernel_adapter(
+    sig: OpSignature,
+    fn: Callable[..., Any],
+    schema_order: Sequence[Param],
+    *,
+    returns: bool,
+    identity_error: Callable[[], Exception] | None,
+) -> Callable[..., Any]:
+    """Registered op's argument form in, the user's function called in its own form.
+
+    ``identity_error`` enforces 2.13's rule that a tagged kernel returns the very
+    object(s) it mutated; ``returns`` says whether the registered op returns them
+    (native) or nothing (fallback).
+    """
+    exprs, ns = user_defaults(sig)
+    ns.update(_fn=fn, _error=identity_error, _REQUIRED=_REQUIRED)
+    # Schema order may put out buffers behind defaulted parameters; give them a
+    # placeholder default so the def is valid (the dispatcher always passes them).
+    seen_default = False
+    for p in schema_order:
+        if p.keyword_only:
+            continue
+        if p.name in exprs:
+            seen_default = True
+        elif seen_default:
+            exprs[p.name] = "_REQUIRED"
+    result = _result(sig)
+    lines = [f"def _generated({_param_list(sig, schema_order, exprs)}):", f"    _r = _fn({_call_args(sig.params)})"]
+    if identity_error is not None:
+        mutated = [p.name for p in sig.mutated]
+        if len(mutated) == 1:
+            lines.append(f"    if _r is not {mutated[0]}:")
+        else:
+            checks = " and ".join(f"_r[{i}] is {n}" for i, n in enumerate(mutated))
+            lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
+        lines.append("        raise _error()")
+    lines.append(f"    return {result if returns else 'None'}")
+    return generate(sig, "\n".join(lines) + "\n", ns, sig.name)

@@ -1,0 +1,26 @@
+"""The fallback path: torch without native tags (2.4-2.12), or ``TAGGED_OPS_FALLBACK=1``.
+
+Older ``custom_op`` refuses both tagged shapes (keyword-only Tensor arguments,
+returning an input), so the op is registered untagged: it mutates and returns
+nothing, with out= buffers as positional arguments, e.g.
+``(Tensor(a0!) x) -> ()`` or ``(Tensor x, Tensor(a1!) out) -> ()``. The handle
+returns the mutated tensors, so callers see the 2.13 contract.
+"""
+
+from __future__ import annotations
+
+from ._registration import Registration
+from ._signature import OpSignature
+
+__all__ = ["register_fallback"]
+
+
+def register_fallback(sig: OpSignature, *, opname: str | None = None) -> Registration:
+    return Registration(
+        sig,
+        opname=opname or sig.name,
+        schema=sig.fallback_schema(),
+        schema_order=sig.fallback_params(),
+        tags=(),
+        returns=False,
+    )

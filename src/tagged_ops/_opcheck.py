@@ -1,0 +1,52 @@
+"""``tagged_ops.opcheck``: ``torch.library.opcheck`` in the user's call form, on both paths."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from . import _capabilities as caps
+from ._handle import TaggedOp
+
+__all__ = ["DEFAULT_TEST_UTILS", "opcheck"]
+
+DEFAULT_TEST_UTILS: tuple[str, ...] = (
+    "test_schema",
+    "test_autograd_registration",
+    "test_faketensor",
+    "test_aot_dispatch_dynamic",
+)
+
+
+def opcheck(
+    op: TaggedOp,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    test_utils: str | Sequence[str] = DEFAULT_TEST_UTILS,
+    raise_exception: bool = True,
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> dict[str, str]:
+    """Check ``op``'s registrations, mirroring ``torch.library.opcheck``.
+
+    ``args`` and ``kwargs`` are in the form you call the handle with (out
+    buffers as keywords); they are translated to the registered op's form, so
+    one call works on the native and the fallback path. ``atol`` / ``rtol``
+    are passed on where the installed torch accepts them.
+    """
+    if not isinstance(op, TaggedOp):
+        raise TypeError(f"tagged_ops.opcheck: expected an op made by define_inplace/define_out, got {op!r}")
+    op_args, op_kwargs = op.to_op_arguments(*args, **(kwargs or {}))
+    extra: dict[str, Any] = {}
+    if atol is not None or rtol is not None:
+        if not caps.opcheck_accepts_tolerances():
+            raise TypeError(
+                f"tagged_ops.opcheck({op.qualname}): this torch's opcheck takes no atol/rtol; "
+                "leave them unset on this release."
+            )
+        extra = {"atol": atol, "rtol": rtol}
+    return torch.library.opcheck(
+        op.opoverload, op_args, op_kwargs, test_utils=test_utils, raise_exception=raise_exception, **extra
+    )

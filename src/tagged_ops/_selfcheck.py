@@ -1,0 +1,169 @@
+"""The sin ops, and the live self-check that ``python -m tagged_ops`` runs.
+
+The sin ops are the project's reference ops: an in-place and an out= op with
+torch kernels, and the same pair with numpy kernels that validate their own
+inputs. The test suite and the self-check both use them.
+"""
+
+from __future__ import annotations
+
+import platform
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _capabilities as caps
+from ._handle import TaggedOp, define_inplace, define_out
+from ._opcheck import opcheck
+
+__all__ = ["SinOps", "define_sin_ops", "main", "report"]
+
+
+@dataclass
+class SinOps:
+    sin_: TaggedOp  # in-place, torch kernel
+    sin_out: TaggedOp  # out=, torch kernel
+    numpy_sin_: TaggedOp  # in-place, numpy kernel (CPU)
+    numpy_sin_out: TaggedOp  # out=, numpy kernel (CPU)
+
+
+def _check_numpy_args(name: str, x: Tensor, out: Tensor | None = None) -> None:
+    if x.device.type != "cpu":
+        raise ValueError(f"{name}: expected a CPU tensor, got device {x.device}")
+    if out is not None:
+        if out.shape != x.shape:
+            raise ValueError(f"{name}: out has shape {tuple(out.shape)}, expected {tuple(x.shape)}")
+        if out.dtype != x.dtype:
+            raise ValueError(f"{name}: out has dtype {out.dtype}, expected {x.dtype}")
+
+
+def define_sin_ops(namespace: str = "tagged_ops_sin") -> SinOps:
+    """Define (or redefine) the four sin ops under ``namespace``."""
+
+    @define_inplace(f"{namespace}::sin_")
+    def sin_(x: Tensor) -> Tensor:
+        x.sin_()
+        return x
+
+    @define_out(f"{namespace}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    @define_inplace(f"{namespace}::numpy_sin_", device_types="cpu")
+    def numpy_sin_(x: Tensor) -> Tensor:
+        _check_numpy_args("numpy_sin_", x)
+        a = x.numpy()
+        np.sin(a, out=a)
+        return x
+
+    @define_out(f"{namespace}::numpy_sin_out", device_types="cpu")
+    def numpy_sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        _check_numpy_args("numpy_sin_out", x, out)
+        o = out.numpy()
+        np.sin(x.numpy(), out=o)
+        return out
+
+    return SinOps(sin_, sin_out, numpy_sin_, numpy_sin_out)
+
+
+def registration_methods() -> list[str]:
+    """The ``register_*`` methods the handle offers on this torch."""
+    return sorted(n for n in dir(TaggedOp) if n.startswith("register_"))
+
+
+def _check(name: str, fn: Callable[[], Any]) -> tuple[str, bool, str]:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the report shows any failure
+        return name, False, f"{type(e).__name__}: {e}".splitlines()[0][:200]
+    return name, True, ""
+
+
+def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
+    """Define, opcheck, compile (fullgraph) and export the sin ops; one result per check."""
+    results = []
+
+    def eager() -> None:
+        x = torch.randn(8)
+        expected = x.sin()
+        assert ops.sin_(x) is x and torch.allclose(x, expected)
+        o = torch.empty(8)
+        assert ops.sin_out(expected, out=o) is o and torch.allclose(o, expected.sin())
+
+    def check_opcheck() -> None:
+        opcheck(ops.sin_, (torch.randn(5),))
+        opcheck(ops.sin_out, (torch.randn(5),), {"out": torch.empty(5)})
+        opcheck(ops.numpy_sin_, (torch.randn(5),))
+        opcheck(ops.numpy_sin_out, (torch.randn(5),), {"out": torch.empty(5)})
+
+    def compiled() -> None:
+        torch._dynamo.reset()
+
+        def f(x: Tensor, o: Tensor) -> Tensor:
+            ops.sin_(x)
+            ops.sin_out(x, out=o)
+            return o
+
+        x = torch.randn(8)
+        o = torch.empty(8)
+        ref = x.sin().sin()
+        torch.compile(f, fullgraph=True)(x, o)
+        assert torch.allclose(o, ref)
+
+    def exported() -> None:
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.register_buffer("state", torch.randn(4))
+
+            def forward(self, x: Tensor) -> Tensor:
+                ops.sin_(self.state)
+                return x + self.state
+
+        m = M()
+        x = torch.randn(4)
+        expected_state = m.state.sin()
+        ep = torch.export.export(m, (x,))
+        exported_module = ep.module()
+        out = exported_module(x)
+        assert torch.allclose(out, x + expected_state)
+        assert torch.allclose(exported_module.state, expected_state)
+
+    for name, fn in (("eager", eager), ("opcheck", check_opcheck), ("compile", compiled), ("export", exported)):
+        results.append(_check(name, fn))
+    return results
+
+
+def report() -> tuple[list[str], bool]:
+    ops = define_sin_ops("tagged_ops_selfcheck")
+    path = "native (tagged)" if ops.sin_.is_native else "fallback (untagged + returning handle)"
+    lines = [
+        f"torch {torch.__version__} (python {platform.python_version()}, {platform.machine()})",
+        f"NATIVE_TAGS: {caps.NATIVE_TAGS}",
+        f"{caps.FALLBACK_ENV_VAR}: {'set' if caps.fallback_forced() else 'unset'}",
+        f"path ops take: {path}",
+        f"schema in-place: {ops.sin_.schema}",
+        f"schema out=:     {ops.sin_out.schema}",
+        f"register_* methods: {', '.join(registration_methods())}",
+        f"CUDA available: {torch.cuda.is_available()}",
+    ]
+    ok = True
+    for name, passed, detail in self_check(ops):
+        ok &= passed
+        lines.append(f"self-check {name:8s} {'PASS' if passed else 'FAIL'}{'  ' + detail if detail else ''}")
+    return lines, ok
+
+
+def main() -> int:
+    try:
+        lines, ok = report()
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+    print("\n".join(lines))
+    return 0 if ok else 1
