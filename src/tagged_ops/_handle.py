@@ -188,6 +188,8 @@ def _define(
         mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
         sig = infer_signature(fn, name, kind, mutates if isinstance(mutates, str) else tuple(mutates))
     native = caps.use_native_tags()
+    if caps.NATIVE_TAGS and not native:
+        caps.separate_fallback_compile_caches()
     previous = _CURRENT.pop(name, None)
     if previous is not None:
         previous.destroy()

@@ -170,19 +170,20 @@ def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
     annotated ``Tensor``.
     """
     sig = inspect.signature(fn)
+
+    def is_tensor(ann: Any) -> bool:
+        return ann is torch.Tensor or (isinstance(ann, str) and ann in {"Tensor", "torch.Tensor"})
+
     if kind == "inplace":
+        # Only a Tensor can be the mutated argument; for anything else the user
+        # gets 2.13's "first positional argument to be a Tensor" error.
         for p in sig.parameters.values():
             if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD:
-                return (p.name,)
+                return (p.name,) if is_tensor(p.annotation) else ()
         return ()
-    names = []
-    for p in sig.parameters.values():
-        if p.kind != inspect.Parameter.KEYWORD_ONLY:
-            continue
-        ann = p.annotation
-        if ann is torch.Tensor or (isinstance(ann, str) and ann in {"Tensor", "torch.Tensor"}):
-            names.append(p.name)
-    return tuple(names)
+    return tuple(
+        p.name for p in sig.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY and is_tensor(p.annotation)
+    )
 
 
 def infer_signature(

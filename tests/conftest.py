@@ -1,0 +1,78 @@
+"""Shared fixtures: run a test on the native path and on the forced fallback.
+
+``path`` defines ops with ``TAGGED_OPS_FALLBACK`` unset (native tags, where this
+torch has them) or set (the fallback). Native is skipped, with the reason, on a
+torch without native tags or when the whole run was started with the fallback
+forced. ``device`` is CPU, plus CUDA when present (skipped with a reason
+otherwise; ``TAGGED_OPS_REQUIRE_CUDA=1`` turns that skip into a failure).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from typing import Iterator
+
+import pytest
+import torch
+
+import tagged_ops
+from tagged_ops._capabilities import FALLBACK_ENV_VAR
+
+_FORCED_AT_START = os.environ.get(FALLBACK_ENV_VAR, "") not in ("", "0")
+_counter = itertools.count()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Each run compiles into its own Inductor cache: results never depend on
+    # what an earlier run (another release, another path) left behind.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tagged_ops_inductor_"))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [
+        f"torch {torch.__version__}; tagged_ops.NATIVE_TAGS={tagged_ops.NATIVE_TAGS}; "
+        f"{FALLBACK_ENV_VAR}={'1' if _FORCED_AT_START else 'unset'}; cuda={torch.cuda.is_available()}"
+    ]
+
+
+@pytest.fixture(params=["native", "fallback"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The path that ops defined in this test take."""
+    if request.param == "native":
+        if not tagged_ops.NATIVE_TAGS:
+            pytest.skip(f"torch {torch.__version__} has no native tagged custom ops")
+        if _FORCED_AT_START:
+            pytest.skip(f"{FALLBACK_ENV_VAR}=1 forces the fallback for this run")
+        monkeypatch.delenv(FALLBACK_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(FALLBACK_ENV_VAR, "1")
+    return str(request.param)
+
+
+@pytest.fixture
+def ns() -> str:
+    """A fresh op namespace, so tests never see each other's definitions."""
+    return f"tagged_ops_test{next(_counter)}"
+
+
+def _devices() -> list[object]:
+    cuda = pytest.mark.skipif(
+        not torch.cuda.is_available() and os.environ.get("TAGGED_OPS_REQUIRE_CUDA", "") in ("", "0"),
+        reason="CUDA is not available on this machine",
+    )
+    return ["cpu", pytest.param("cuda", marks=cuda)]
+
+
+@pytest.fixture(params=_devices())
+def device(request: pytest.FixtureRequest) -> str:
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.fail("TAGGED_OPS_REQUIRE_CUDA=1 but CUDA is not available")
+    return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield

@@ -1,0 +1,201 @@
+"""Contract 2, 3, 6 and 12: what a call does, returns and refuses, on both paths."""
+
+from __future__ import annotations
+
+import re
+from typing import Tuple
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+import tagged_ops
+
+
+def test_inplace_returns_its_first_argument(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::add_")
+    def add_(x: Tensor, y: Tensor, alpha: float = 1.0) -> Tensor:
+        x.add_(y, alpha=alpha)
+        return x
+
+    x, y = torch.zeros(3), torch.ones(3)
+    assert add_(x, y) is x
+    assert add_(x, y, 2.0) is x
+    assert add_(x=x, y=y, alpha=0.5) is x
+    assert torch.equal(x, torch.full((3,), 3.5))
+    assert add_.is_native == (path == "native") == tagged_ops.is_native(add_)
+
+
+def test_out_returns_its_buffers(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::scale_out")
+    def scale_out(x: Tensor, factor: float = 2.0, *, out: Tensor) -> Tensor:
+        torch.mul(x, factor, out=out)
+        return out
+
+    x, o = torch.arange(3.0), torch.empty(3)
+    assert scale_out(x, out=o) is o
+    assert torch.equal(o, x * 2)
+    assert scale_out(x, 3.0, out=o) is o
+    assert torch.equal(o, x * 3)
+
+
+def test_out_with_several_buffers_returns_the_very_objects(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::minmax_out")
+    def minmax_out(x: Tensor, *, lo: Tensor, hi: Tensor) -> Tuple[Tensor, Tensor]:
+        lo.copy_(x.min())
+        hi.copy_(x.max())
+        return lo, hi
+
+    lo, hi = torch.empty(()), torch.empty(())
+    res = minmax_out(torch.tensor([3.0, -1.0, 2.0]), lo=lo, hi=hi)
+    assert type(res) is tuple and len(res) == 2 and res[0] is lo and res[1] is hi
+    assert lo.item() == -1.0 and hi.item() == 3.0
+
+
+def test_inplace_kernel_must_return_its_argument(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::bad_")
+    def bad_(x: Tensor) -> Tensor:
+        return x.clone()
+
+    with pytest.raises(RuntimeError, match=re.escape("bad_ (with implementation in <module")) as info:
+        bad_(torch.randn(2))
+    assert str(info.value).endswith("An operator tagged with torch.Tag.inplace must return its first argument.")
+
+
+@pytest.mark.parametrize("returned", ["clone", "none", "reversed"])
+def test_out_kernel_must_return_its_buffers(path: str, ns: str, returned: str) -> None:
+    @tagged_ops.define_out(f"{ns}::bad_out")
+    def bad_out(x: Tensor, *, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+        a.copy_(x)
+        b.copy_(x)
+        if returned == "clone":
+            return a.clone(), b
+        if returned == "none":
+            return None  # type: ignore[return-value]
+        return b, a
+
+    with pytest.raises(RuntimeError, match=re.escape("An operator tagged with torch.Tag.out must return its mutable keyword-only arguments.")):
+        bad_out(torch.randn(2), a=torch.empty(2), b=torch.empty(2))
+
+
+def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    x = torch.randn(3, requires_grad=True)
+    o = torch.zeros(3)
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape("sin_out(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."),
+    ):
+        sin_out(x, out=o)
+    assert torch.equal(o, torch.zeros(3)) and o._version == 0
+    with torch.no_grad():
+        assert sin_out(x, out=o) is o
+    assert torch.allclose(o, x.detach().sin())
+
+
+def test_version_counters_are_bumped_also_through_numpy(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::np_neg_")
+    def np_neg_(x: Tensor) -> Tensor:
+        a = x.numpy()
+        np.negative(a, out=a)
+        return x
+
+    @tagged_ops.define_out(f"{ns}::np_neg_out")
+    def np_neg_out(x: Tensor, *, out: Tensor) -> Tensor:
+        np.negative(x.numpy(), out=out.numpy())
+        return out
+
+    x, o = torch.ones(3), torch.empty(3)
+    v_x, v_o = x._version, o._version
+    np_neg_(x)
+    assert x._version > v_x and torch.equal(x, -torch.ones(3))
+    np_neg_out(x, out=o)
+    assert o._version > v_o and torch.equal(o, torch.ones(3))
+
+
+def test_saved_tensor_mutation_is_detected(path: str, ns: str) -> None:
+    """A bumped version counter is what makes autograd catch a stale saved tensor."""
+
+    @tagged_ops.define_inplace(f"{ns}::np_zero_")
+    def np_zero_(x: Tensor) -> Tensor:
+        x.numpy()[...] = 0
+        return x
+
+    w = torch.randn(3, requires_grad=True)
+    x = torch.randn(3)
+    y = (w * x).sum()  # saves x for backward
+    with torch.no_grad():
+        np_zero_(x)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+class TestBadInput:
+    """Contract 12: errors name the op and leave every tensor untouched."""
+
+    @pytest.fixture
+    def ops(self, path: str, ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:
+        @tagged_ops.define_inplace(f"{ns}::checked_")
+        def checked_(x: Tensor, other: Tensor) -> Tensor:
+            if other.shape != x.shape:
+                raise ValueError(f"checked_: shape mismatch {tuple(other.shape)} vs {tuple(x.shape)}")
+            x.add_(other)
+            return x
+
+        @tagged_ops.define_out(f"{ns}::copy_out")
+        def copy_out(x: Tensor, *, out: Tensor) -> Tensor:
+            if out.shape != x.shape:
+                raise ValueError("copy_out: out has the wrong shape")
+            out.copy_(x)
+            return out
+
+        return checked_, copy_out
+
+    def test_kernel_errors_propagate_unchanged(self, ops: tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]) -> None:
+        checked_, copy_out = ops
+        x = torch.ones(3)
+        with pytest.raises(ValueError, match=re.escape("checked_: shape mismatch (2,) vs (3,)")):
+            checked_(x, torch.ones(2))
+        assert torch.equal(x, torch.ones(3)) and x._version == 0
+        o = torch.zeros(2)
+        with pytest.raises(ValueError, match="copy_out: out has the wrong shape"):
+            copy_out(x, out=o)
+        assert torch.equal(o, torch.zeros(2)) and o._version == 0
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            lambda op, x, o: op(x),  # out buffer missing
+            lambda op, x, o: op(x, o),  # out buffer given positionally
+            lambda op, x, o: op(x, out=o, bogus=1),  # unknown keyword
+            lambda op, x, o: op(out=o),  # input missing
+        ],
+        ids=["missing-out", "positional-out", "unknown-keyword", "missing-input"],
+    )
+    def test_bad_calls_name_the_op(self, ops: tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp], ns: str, call) -> None:  # noqa: ANN001
+        _, copy_out = ops
+        x, o = torch.ones(3), torch.zeros(3)
+        with pytest.raises((TypeError, RuntimeError), match=re.escape(f"{ns}::copy_out")):
+            call(copy_out, x, o)
+        assert torch.equal(o, torch.zeros(3)) and o._version == 0 and torch.equal(x, torch.ones(3))
+
+    def test_inplace_extra_argument_names_the_op(self, ops: tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp], ns: str) -> None:
+        checked_, _ = ops
+        x = torch.ones(3)
+        with pytest.raises(TypeError, match=re.escape(f"{ns}::checked_")):
+            checked_(x, x, x)
+        assert x._version == 0
+
+
+def test_meta_tensors_use_the_fake_kernel(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        raise AssertionError("the real kernel must not run on meta tensors")
+
+    o = torch.empty(3, device="meta")
+    assert sin_out(torch.empty(3, device="meta"), out=o) is o
