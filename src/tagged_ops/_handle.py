@@ -59,6 +59,14 @@ class TaggedOp:
     def __repr__(self) -> str:
         return f"<TaggedOp({self._registration.sig.qualname})>"
 
+    # A handle names a process-wide op: copying a module that holds one must
+    # share it, not try to copy the dispatcher registration behind it.
+    def __copy__(self) -> TaggedOp:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TaggedOp:
+        return self
+
     # -- what it is ----------------------------------------------------------
 
     @property

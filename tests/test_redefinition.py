@@ -1,0 +1,93 @@
+"""Contract 10: defining a qualified name again works; the newest definition wins, also through old handles."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import Tensor
+
+import tagged_ops
+
+
+def _define(ns: str, fn_name: str) -> tagged_ops.TaggedOp:
+    @tagged_ops.define_inplace(f"{ns}::apply_")
+    def apply_(x: Tensor) -> Tensor:
+        getattr(x, fn_name)()
+        return x
+
+    return apply_
+
+
+def test_newest_definition_wins_through_old_handles(path: str, ns: str) -> None:
+    first = _define(ns, "sin_")
+    second = _define(ns, "cos_")
+    for handle in (first, second):
+        x = torch.randn(3)
+        expected = x.cos()
+        assert handle(x) is x
+        torch.testing.assert_close(x, expected)
+    x = torch.randn(3)
+    torch.ops.__getattr__(ns).apply_(x)
+    assert first.schema == second.schema
+
+
+def test_many_redefinitions_never_crash(path: str, ns: str) -> None:
+    handles = [_define(ns, "neg_") for _ in range(30)]
+    x = torch.ones(2)
+    for h in handles:
+        h(x)
+    assert torch.equal(x, torch.ones(2))  # 30 negations
+    opcheck_result = tagged_ops.opcheck(handles[0], (torch.randn(3),))
+    assert set(opcheck_result.values()) == {"SUCCESS"}
+
+
+def test_switching_path_between_definitions(ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tagged_ops.FALLBACK_ENV_VAR, "1")
+    old = _define(ns, "sin_")
+    assert not old.is_native
+    monkeypatch.delenv(tagged_ops.FALLBACK_ENV_VAR)
+    new = _define(ns, "cos_")
+    assert old.is_native == new.is_native == tagged_ops.NATIVE_TAGS
+    x = torch.randn(3)
+    expected = x.cos()
+    assert old(x) is x
+    torch.testing.assert_close(x, expected)
+    compiled = torch.compile(lambda t: old(t), fullgraph=True)
+    y = torch.randn(3)
+    expected = y.cos()
+    compiled(y)
+    torch.testing.assert_close(y, expected)
+
+
+def test_module_reload(path: str, ns: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    module = tmp_path / f"{ns}_mod.py"
+    module.write_text(
+        textwrap.dedent(
+            f"""
+            import torch
+            import tagged_ops
+
+            @tagged_ops.define_out("{ns}::double_out")
+            def double_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+                torch.mul(x, FACTOR, out=out)
+                return out
+
+            FACTOR = 2
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module(f"{ns}_mod")
+    old_handle = mod.double_out
+    module.write_text(module.read_text().replace("FACTOR = 2", "FACTOR = 3"))
+    importlib.invalidate_caches()
+    mod = importlib.reload(mod)
+    x, o = torch.ones(2), torch.empty(2)
+    assert old_handle(x, out=o) is o
+    assert torch.equal(o, torch.full((2,), 3.0))
+    assert mod.double_out(x, out=o) is o
+    sys.modules.pop(f"{ns}_mod", None)
