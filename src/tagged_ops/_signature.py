@@ -13,7 +13,9 @@ inference rejects postponed (string) annotations.
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
@@ -149,6 +151,25 @@ def _resolve(annotation: Any, fn: Callable[..., Any], error: Callable[[str], Any
     return annotation
 
 
+def _normalize(annotation: Any) -> Any:
+    """Spell builtin generics the way every release's type table does.
+
+    Older releases list only ``typing.List[int]`` / ``typing.Optional[...]``;
+    ``list[int]``, ``collections.abc.Sequence[int]`` and ``int | None`` mean the same.
+    """
+    origin = typing.get_origin(annotation)
+    if origin is None:
+        return annotation
+    args = tuple(_normalize(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[args]
+    if origin is list:
+        return typing.List[args]  # noqa: UP006
+    if origin is collections.abc.Sequence:
+        return typing.Sequence[args]
+    return annotation
+
+
 def _default_repr(name: str, value: Any, error: Callable[[str], Any]) -> str:
     if value is None or isinstance(value, (int, float, bool)):
         return str(value)
@@ -223,6 +244,8 @@ def infer_signature(
             error(f"Parameter {name} must have a type annotation.")
         annotation = _resolve(p.annotation, fn, error)
         if annotation not in supported:
+            annotation = _normalize(annotation)
+        if annotation not in supported:
             error(
                 f"Parameter {name} has unsupported type {p.annotation}. "
                 f"The valid types are: {supported.keys()}."
@@ -271,13 +294,16 @@ def infer_signature(
 
     ret = _resolve(sig.return_annotation, fn, error)
     if kind == "out":
+        ret = _normalize(ret)
         if len(outs) == 1:
             matches = ret is torch.Tensor
         else:
             matches = typing.get_origin(ret) is tuple and typing.get_args(ret) == (torch.Tensor,) * len(outs)
         if not matches:
             error(f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {tuple(outs)}.")
-    elif _torch_infer_schema.parse_return(ret, error) != "Tensor":
+    elif ret is inspect.Parameter.empty:  # older releases word this one differently
+        error("No return type annotation was provided. Please add one.")
+    elif _torch_infer_schema.parse_return(_normalize(ret), error) != "Tensor":
         error(f"{tag} requires the return annotation to be torch.Tensor.")
     return OpSignature(qualname, kind, tuple(params), sig)
 
