@@ -116,7 +116,7 @@ def test_native_and_fallback_are_indistinguishable(monkeypatch: pytest.MonkeyPat
     native["register_autograd"] = (native["register_autograd"][0], native["register_autograd"][1].split(" with schema")[0])
     fallback["register_autograd"] = (fallback["register_autograd"][0], fallback["register_autograd"][1].split(" with schema")[0])
     for name in native:
-        assert native[name] == fallback[name], name
+        assert native[name] == fallback[name], f"{name}: {native[name]} != {fallback[name]}"
     # and the scenarios really exercised both outcomes
     kinds = {k for k, _ in native.values()}
     assert kinds == {"raises", "returns"}

@@ -91,3 +91,30 @@ def test_module_reload(path: str, ns: str, tmp_path, monkeypatch: pytest.MonkeyP
     assert torch.equal(o, torch.full((2,), 3.0))
     assert mod.double_out(x, out=o) is o
     sys.modules.pop(f"{ns}_mod", None)
+
+
+@pytest.mark.parametrize("first", ["native", "fallback"])
+def test_compile_after_switching_path_in_one_process(ns: str, first: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor caches per op name must not carry the old schema into the new definition."""
+    from tagged_ops._selfcheck import define_sin_ops
+
+    def compile_and_check() -> None:
+        ops = define_sin_ops(ns)
+        torch._dynamo.reset()
+        x, o = torch.randn(4), torch.empty(4)
+        expected_x = x.clone()
+        expected_x[1:3].sin_()
+        expected = expected_x.sin() * 2
+
+        def f(x: Tensor, o: Tensor) -> Tensor:
+            ops.sin_(x[1:3])
+            return ops.sin_out(x, out=o) * 2
+
+        torch.testing.assert_close(torch.compile(f, fullgraph=True)(x, o), expected)
+
+    for fallback in ([False, True] if first == "native" else [True, False]):
+        if fallback:
+            monkeypatch.setenv(tagged_ops.FALLBACK_ENV_VAR, "1")
+        else:
+            monkeypatch.delenv(tagged_ops.FALLBACK_ENV_VAR, raising=False)
+        compile_and_check()

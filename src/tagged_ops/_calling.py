@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from . import _capabilities as caps
 from ._signature import OpSignature, Param
 
 __all__ = ["generate"]
@@ -62,18 +63,37 @@ def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
     return exprs, values
 
 
-def make_handle_call(sig: OpSignature, op: Callable[..., Any], schema_order: Sequence[Param]) -> Callable[..., Any]:
-    """The handle's call: user's signature in, the mutated tensor(s) out."""
+def make_handle_call(
+    sig: OpSignature,
+    op: Callable[..., Any],
+    schema_order: Sequence[Param],
+    autograd_call: Callable[..., None],
+) -> Callable[..., Any]:
+    """The handle's call: user's signature in, the mutated tensor(s) out.
+
+    Eager calls go straight to the C++ entry point (skipping
+    ``OpOverload.__call__``, a Python frame); calls under autograd take
+    ``autograd_call``. Dynamo needs the OpOverload itself to put it in the graph.
+    """
     exprs, ns = user_defaults(sig)
-    # Eager calls go straight to the C++ entry point (skipping OpOverload.__call__,
-    # a Python frame); Dynamo needs the OpOverload itself to put it in the graph.
-    ns.update(_op=op, _raw=getattr(op, "_op", op), _compiling=torch.compiler.is_compiling)
+    ns.update(
+        _op=op,
+        _raw=getattr(op, "_op", op),
+        _compiling=caps.is_dynamo_compiling,
+        _grad_enabled=torch.is_grad_enabled,
+        _any_requires_grad=caps.any_requires_grad,
+        _autograd_call=autograd_call,
+    )
+    args = _call_args(schema_order)
+    tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
     source = (
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
-        f"        _op({_call_args(schema_order)})\n"
+        f"        _op({args})\n"
+        f"    elif _grad_enabled() and _any_requires_grad({tensors}):\n"
+        f"        _autograd_call({args})\n"
         f"    else:\n"
-        f"        _raw({_call_args(schema_order)})\n"
+        f"        _raw({args})\n"
         f"    return {_result(sig)}\n"
     )
     return generate(sig, source, ns, sig.qualname)
@@ -98,15 +118,25 @@ def make_kernel_adapter(
     *,
     returns: bool,
     identity_error: Callable[[], Exception] | None,
+    grad_error: Callable[[], Exception] | None = None,
 ) -> Callable[..., Any]:
     """Registered op's argument form in, the user's function called in its own form.
 
     ``identity_error`` enforces 2.13's rule that a tagged kernel returns the very
     object(s) it mutated; ``returns`` says whether the registered op returns them
-    (native) or nothing (fallback).
+    (native) or nothing (fallback). A real kernel (``grad_error`` given) refuses
+    to run under autograd and bumps the mutated tensors' version counters.
     """
     exprs, ns = user_defaults(sig)
-    ns.update(_fn=fn, _error=identity_error, _REQUIRED=_REQUIRED)
+    ns.update(
+        _fn=fn,
+        _error=identity_error,
+        _grad_error=grad_error,
+        _REQUIRED=_REQUIRED,
+        _grad_enabled=torch.is_grad_enabled,
+        _any_requires_grad=caps.any_requires_grad,
+        _bump=caps.bump_versions,
+    )
     # Schema order may put out buffers behind defaulted parameters; give them a
     # placeholder default so the def is valid (the dispatcher always passes them).
     seen_default = False
@@ -118,7 +148,11 @@ def make_kernel_adapter(
         elif seen_default:
             exprs[p.name] = "_REQUIRED"
     result = _result(sig)
-    lines = [f"def _generated({_param_list(sig, schema_order, exprs)}):", f"    _r = _fn({_call_args(sig.params)})"]
+    lines = [f"def _generated({_param_list(sig, schema_order, exprs)}):"]
+    if grad_error is not None:
+        tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
+        lines += [f"    if _grad_enabled() and _any_requires_grad({tensors}):", "        raise _grad_error()"]
+    lines.append(f"    _r = _fn({_call_args(sig.params)})")
     if identity_error is not None:
         mutated = [p.name for p in sig.mutated]
         if len(mutated) == 1:
@@ -127,5 +161,7 @@ def make_kernel_adapter(
             checks = " and ".join(f"_r[{i}] is {n}" for i, n in enumerate(mutated))
             lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
         lines.append("        raise _error()")
+    if grad_error is not None:
+        lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
     lines.append(f"    return {result if returns else 'None'}")
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)

@@ -148,6 +148,6 @@ def _any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 #: Whether any Tensor among the arguments requires grad (C++ where torch has it).
 any_requires_grad: Callable[..., bool] = _any_requires_grad_c or _any_requires_grad_py
 
-#: Dispatch-key set below ADInplaceOrView: the redispatch target of our autograd
-#: kernel once it has handled autograd and version counters itself.
-AFTER_AD_INPLACE_OR_VIEW: Any = torch._C._after_ADInplaceOrView_keyset
+#: True only while Dynamo traces (it constant-folds this call); a plain
+#: function returning False in eager, so the hot path pays next to nothing.
+is_dynamo_compiling: Callable[[], bool] = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling

@@ -2,16 +2,19 @@
 
 Both paths register through ``torch.library.Library.define`` plus Python kernels
 rather than ``torch.library.custom_op``: custom_op spends most of its per-call
-cost in Python layers around the dispatcher, and our users call ops in hot
-loops. What custom_op would give us we add here, once, for both paths:
+cost in Python layers around the dispatcher (a Python autograd kernel, a
+version-bump kernel, a backend kernel), and our users call ops in hot loops.
+Here a call makes one trip into Python, the backend kernel, which:
 
-* a backend kernel per device type that calls the user's function in its own
-  argument form and enforces the 2.13 identity rule;
-* a fake kernel (the trivial one unless the user registers their own);
-* an autograd kernel that refuses out= under autograd with 2.13's message,
-  turns in-place under autograd into an error at backward instead of a silent
-  wrong gradient, and bumps every mutated tensor's version counter (a kernel
-  that writes through numpy does not).
+* calls the user's function in its own argument form and enforces the 2.13
+  identity rule (return the first argument / the out buffers);
+* refuses to run under autograd (grad mode on, an argument requires grad):
+  the handle takes those calls on a path of its own (``autograd_call``), so only
+  a direct ``torch.ops`` call ever gets this error, before anything is written;
+* bumps every mutated tensor's version counter (a numpy kernel does not).
+
+The Autograd key is a fallthrough, so autograd adds nothing per call. The fake
+kernel is the trivial one unless the user registers their own.
 
 What differs between the native and the fallback path is only the schema (and
 therefore tags, argument order and return); see ``_native.py`` and ``_fallback.py``.
@@ -24,7 +27,8 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import torch
-from torch.library import Library
+import torch.fx.operator_schemas
+from torch.library import Library, fallthrough_kernel
 
 from . import _capabilities as caps
 from ._calling import make_binder, make_handle_call, make_kernel_adapter
@@ -85,17 +89,13 @@ class Registration:
         self.op: torch._ops.OpOverload = getattr(getattr(torch.ops, sig.namespace), opname).default
         self._kernel_keys: set[str] = set()
         self._overrides: list[Library] = []
-        # Backend dispatch key (its int value: enum hashing is slow) -> our kernel
-        # for it, for the autograd kernel's shortcut.
-        self._direct_kernels: dict[int, Callable[..., Any]] = {}
-        self._composite: Callable[..., Any] | None = None
-        self._device_specific: set[int] = set()
         self._fake: Callable[..., Any] = make_kernel_adapter(
             sig, lambda *a, **k: None, self.schema_order, returns=returns, identity_error=None
         )
         self.lib._register_fake(opname, self._fake_dispatch)
-        self._register_autograd_kernel(opname)
-        self.call = make_handle_call(sig, self.op, self.schema_order)
+        self.lib.impl(opname, fallthrough_kernel, "Autograd")
+        self._messages()
+        self.call = make_handle_call(sig, self.op, self.schema_order, self.autograd_call)
         self.bind = make_binder(sig, self.schema_order)
 
     # -- kernels -----------------------------------------------------------
@@ -104,9 +104,13 @@ class Registration:
         """Register (or replace) the user's kernel for ``device_type`` (None: every device)."""
         key = dispatch_key_for(device_type)
         adapter = make_kernel_adapter(
-            self.sig, fn, self.schema_order, returns=self.returns, identity_error=self._identity_error(fn)
+            self.sig,
+            fn,
+            self.schema_order,
+            returns=self.returns,
+            identity_error=self._identity_error(fn),
+            grad_error=self._direct_grad_error,
         )
-        self._record_direct(device_type, adapter)
         opname = self.qualname.split("::", 1)[1]
         if key not in self._kernel_keys:
             self.lib.impl(opname, adapter, key)
@@ -119,19 +123,6 @@ class Registration:
             warnings.simplefilter("ignore")
             override.impl(opname, adapter, key)
         self._overrides.append(override)
-
-    def _record_direct(self, device_type: str | None, adapter: Callable[..., Any]) -> None:
-        if device_type is None:
-            self._composite = adapter
-            # Not Meta: meta tensors reach the fake kernel, not the composite one.
-            for name in _DISPATCH_KEYS.values():
-                key = getattr(torch._C.DispatchKey, name, None) if name != "Meta" else None
-                if key is not None and key.value not in self._device_specific:
-                    self._direct_kernels[key.value] = adapter
-        elif device_type != "meta":
-            value = getattr(torch._C.DispatchKey, dispatch_key_for(device_type)).value
-            self._device_specific.add(value)
-            self._direct_kernels[value] = adapter
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
         self._fake = make_kernel_adapter(self.sig, fn, self.schema_order, returns=self.returns, identity_error=None)
@@ -153,50 +144,37 @@ class Registration:
 
     # -- autograd ----------------------------------------------------------
 
-    def _register_autograd_kernel(self, opname: str) -> None:
-        op = self.op
+    def _messages(self) -> None:
         sig = self.sig
-        below = caps.AFTER_AD_INPLACE_OR_VIEW
-        bump = caps.bump_versions
-        any_requires_grad = caps.any_requires_grad
-        grad_enabled = torch.is_grad_enabled
-        direct = self._direct_kernels
-        is_out = sig.kind == "out"
-        # Where the mutated tensors sit in the registered op's (args, kwargs).
-        positions = tuple(i for i, p in enumerate(p for p in self.schema_order if not p.keyword_only) if p.mutated)
-        keywords = tuple(p.name for p in self.schema_order if p.keyword_only and p.mutated)
-        out_message = (
+        self.out_grad_message = (
             f"{sig.name}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
-        backward_message = (
+        self.backward_message = (
             f"Trying to backward through {sig.qualname} but no autograd formula was registered. "
             "An in-place op (torch.Tag.inplace) cannot have one: call it on tensors that do not "
             "require grad, or under torch.no_grad()."
         )
-        in_place_under_autograd = self._in_place_under_autograd
+        direct = (
+            f"{sig.qualname}: called through torch.ops with grad mode on and an argument that "
+            "requires grad. Call it through its tagged_ops handle (which makes a backward through "
+            "the mutated tensor raise), or under torch.no_grad()."
+        )
+        self._direct_grad_message = self.out_grad_message if sig.kind == "out" else direct
 
-        def autograd_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            if grad_enabled() and any_requires_grad(*args, **kwargs):
-                if is_out:
-                    raise RuntimeError(out_message)
-                return in_place_under_autograd(keyset, args, kwargs, backward_message)
-            rest = keyset & below
-            # When the next key is a plain backend key, the dispatcher would call
-            # our own kernel for it: call it directly and save a dispatcher round
-            # trip through Python (half the per-call cost). Anything else
-            # (fake/functional tensors, subclasses, modes, vmap) is redispatched.
-            kernel = direct.get(rest.highestPriorityTypeId().value)
-            result = kernel(*args, **kwargs) if kernel is not None else op.redispatch(rest, *args, **kwargs)
-            if keywords:
-                bump((*(args[i] for i in positions), *(kwargs[k] for k in keywords)))
-            else:
-                bump(tuple(args[i] for i in positions))
-            return result
+    def _direct_grad_error(self) -> Exception:
+        return RuntimeError(self._direct_grad_message)
 
-        self.lib.impl(opname, autograd_kernel, "Autograd", with_keyset=True)
+    def autograd_call(self, *args: Any, **kwargs: Any) -> None:
+        """The handle's path for calls under autograd, in the registered op's form.
 
-    def _in_place_under_autograd(self, keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> Any:
+        out=: refused, as on 2.13. In-place: the op runs, and the mutated tensor is
+        put behind a node whose backward raises. Native 2.13 instead returns a view
+        and leaves the mutated tensor's history alone, so a backward through that
+        tensor is silently wrong; this never is.
+        """
+        if self.sig.kind == "out":
+            raise RuntimeError(self.out_grad_message)
         qualname = self.sig.qualname
         x = args[0]
         # ATen refuses these before mutating; so do we (native 2.13 lets them through).
@@ -207,13 +185,18 @@ class Registration:
             raise RuntimeError(
                 f"{qualname}: a view of a leaf Variable that requires grad is being used in an in-place operation."
             )
-        with torch._C._AutoDispatchBelowAutograd():
-            result = self.op.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
-        caps.bump_versions((x,))
+        with torch.no_grad():
+            self.op(*args, **kwargs)
         others = [a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor) and a.requires_grad]
-        _NoAutogradFormula.apply(message, x, *others)
-        return result if result is None else x
+        _NoAutogradFormula.apply(self.backward_message, x, *others)
 
     def destroy(self) -> None:
+        """Remove the op from the dispatcher, before the name is defined again."""
         for lib in (*self._overrides, self.lib):
             lib._destroy()
+        # torch.fx caches each schema's Python signature by (name, overload) only;
+        # Inductor normalizes arguments with it. A redefinition with another
+        # schema (native <-> fallback) must not see the old one.
+        cache = getattr(torch.fx.operator_schemas, "_SCHEMA_TO_SIGNATURE_CACHE", None)
+        if isinstance(cache, dict):
+            cache.pop((self.qualname, ""), None)

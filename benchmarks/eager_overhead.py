@@ -1,0 +1,131 @@
+"""Per-call eager cost of tagged_ops ops against torch.library.custom_op, side by side.
+
+For the sin ops on a 1-element CPU tensor, in one process:
+
+* tagged_ops (whatever path this torch gives, or the forced fallback),
+* the equivalent native ``custom_op``: tagged on torch with native tags,
+  untagged plus a returning Python wrapper elsewhere,
+* floors: a ``Library.define`` op with a Python kernel, and ATen's ``sin_``.
+
+Prints microseconds per call and the ratio tagged_ops / custom_op (target <= 0.5).
+``--json FILE`` also writes the numbers for compat_matrix.md.
+
+    python benchmarks/eager_overhead.py [--calls 20000] [--repeat 5] [--json out.json]
+"""
+
+
+import argparse
+import json
+import platform
+import time
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+import tagged_ops
+from tagged_ops._selfcheck import define_sin_ops
+
+
+def _best_per_call(fn: Callable[[], object], calls: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def _custom_op_pair() -> "tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Tensor], Tensor], str]":
+    if tagged_ops.NATIVE_TAGS:
+
+        @torch.library.custom_op("bench_raw::sin_", mutates_args=("x",), tags=torch.Tag.inplace)  # type: ignore[attr-defined]
+        def sin_(x: Tensor) -> Tensor:
+            x.sin_()
+            return x
+
+        @torch.library.custom_op("bench_raw::sin_out", mutates_args=("out",), tags=torch.Tag.out)  # type: ignore[attr-defined]
+        def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+            torch.sin(x, out=out)
+            return out
+
+        return sin_, lambda x, o: sin_out(x, out=o), "custom_op tagged"
+
+    @torch.library.custom_op("bench_raw::sin_", mutates_args=("x",))
+    def raw_sin_(x: Tensor) -> None:
+        x.sin_()
+
+    @torch.library.custom_op("bench_raw::sin_out", mutates_args=("out",))
+    def raw_sin_out(x: Tensor, out: Tensor) -> None:
+        torch.sin(x, out=out)
+
+    def sin_wrapper(x: Tensor) -> Tensor:
+        raw_sin_(x)
+        return x
+
+    def sin_out_wrapper(x: Tensor, o: Tensor) -> Tensor:
+        raw_sin_out(x, o)
+        return o
+
+    return sin_wrapper, sin_out_wrapper, "custom_op untagged + wrapper"
+
+
+def _library_define_floor() -> Callable[[Tensor], Any]:
+    lib = torch.library.Library("bench_floor", "FRAGMENT")
+    lib.define("sin_(Tensor(a!) x) -> ()")
+
+    def kernel(x: Tensor) -> None:
+        x.sin_()
+
+    lib.impl("sin_", kernel, "CompositeExplicitAutograd")
+    _library_define_floor.lib = lib  # type: ignore[attr-defined]  # keep it alive
+    return torch.ops.bench_floor.sin_.default
+
+
+def measure(calls: int, repeat: int) -> dict[str, Any]:
+    ops = define_sin_ops("bench_tagged")
+    raw_inplace, raw_out, raw_label = _custom_op_pair()
+    floor = _library_define_floor()
+    x = torch.randn(1)
+    o = torch.empty(1)
+    # Warm up every path once (first calls build caches).
+    for f in (lambda: ops.sin_(x), lambda: ops.sin_out(x, out=o), lambda: raw_inplace(x), lambda: raw_out(x, o), lambda: floor(x)):
+        f()
+    us = {
+        "tagged_ops in-place": _best_per_call(lambda: ops.sin_(x), calls, repeat),
+        f"{raw_label} in-place": _best_per_call(lambda: raw_inplace(x), calls, repeat),
+        "tagged_ops out=": _best_per_call(lambda: ops.sin_out(x, out=o), calls, repeat),
+        f"{raw_label} out=": _best_per_call(lambda: raw_out(x, o), calls, repeat),
+        "Library.define + Python kernel": _best_per_call(lambda: floor(x), calls, repeat),
+        "ATen sin_": _best_per_call(lambda: x.sin_(), calls, repeat),
+    }
+    return {
+        "torch": torch.__version__,
+        "path": "native" if ops.sin_.is_native else "fallback",
+        "baseline": raw_label,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "us_per_call": {k: round(v, 2) for k, v in us.items()},
+        "ratio_inplace": round(us["tagged_ops in-place"] / us[f"{raw_label} in-place"], 3),
+        "ratio_out": round(us["tagged_ops out="] / us[f"{raw_label} out="], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    result = measure(args.calls, args.repeat)
+    print(f"torch {result['torch']}, tagged_ops path: {result['path']}, baseline: {result['baseline']}")
+    for name, value in result["us_per_call"].items():
+        print(f"  {name:40s} {value:8.2f} us/call")
+    print(f"ratio tagged_ops / {result['baseline']}: in-place {result['ratio_inplace']:.2f}, out= {result['ratio_out']:.2f} (target <= 0.5)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
