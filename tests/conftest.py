@@ -28,6 +28,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Each run compiles into its own Inductor cache: results never depend on
     # what an earlier run (another release, another path) left behind.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tagged_ops_inductor_"))
+    target = os.environ.get("TAGGED_OPS_RESULTS")
+    if target:
+        from ._results import ResultsRecorder
+
+        config.pluginmanager.register(ResultsRecorder(target), "tagged_ops_results")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

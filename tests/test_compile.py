@@ -65,7 +65,7 @@ def test_fullgraph_matches_eager(ops: SinOps, pattern: str, dynamic: bool) -> No
     got = torch.compile(fn, backend=counter, fullgraph=True, dynamic=dynamic)(*compiled_args)
     assert counter.frame_count == 1
     torch.testing.assert_close(got, expected)
-    for mutated, reference in zip(compiled_args, eager_args):
+    for mutated, reference in zip(compiled_args, eager_args, strict=True):
         torch.testing.assert_close(mutated, reference)
 
 

@@ -30,7 +30,6 @@ import torch
 import torch.fx.operator_schemas
 from torch.library import Library, fallthrough_kernel
 
-from . import _capabilities as caps
 from ._calling import make_binder, make_handle_call, make_kernel_adapter
 from ._signature import OpSignature, Param
 

@@ -71,6 +71,33 @@ def define_sin_ops(namespace: str = "tagged_ops_sin") -> SinOps:
     return SinOps(sin_, sin_out, numpy_sin_, numpy_sin_out)
 
 
+def describe_paths() -> dict[str, Any]:
+    """For each path this torch offers: the schemas the sin ops get, and the self-check."""
+    import os
+
+    saved = os.environ.get(caps.FALLBACK_ENV_VAR)
+    described: dict[str, Any] = {}
+    try:
+        for path in ("native", "fallback") if caps.NATIVE_TAGS else ("fallback",):
+            if path == "fallback":
+                os.environ[caps.FALLBACK_ENV_VAR] = "1"
+            else:
+                os.environ.pop(caps.FALLBACK_ENV_VAR, None)
+            ops = define_sin_ops("tagged_ops_describe")
+            described[path] = {
+                "schema_inplace": ops.sin_.schema.split("::", 1)[1],
+                "schema_out": ops.sin_out.schema.split("::", 1)[1],
+                "register_methods": registration_methods(),
+                "self_check": {name: "PASS" if ok else f"FAIL: {detail}" for name, ok, detail in self_check(ops)},
+            }
+    finally:
+        if saved is None:
+            os.environ.pop(caps.FALLBACK_ENV_VAR, None)
+        else:
+            os.environ[caps.FALLBACK_ENV_VAR] = saved
+    return described
+
+
 def registration_methods() -> list[str]:
     """The ``register_*`` methods the handle offers on this torch."""
     return sorted(n for n in dir(TaggedOp) if n.startswith("register_"))
@@ -121,6 +148,8 @@ def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
                 super().__init__()
                 self.register_buffer("state", torch.randn(4))
 
+            state: Tensor
+
             def forward(self, x: Tensor) -> Tensor:
                 ops.sin_(self.state)
                 return x + self.state
@@ -128,8 +157,7 @@ def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
         m = M()
         x = torch.randn(4)
         expected_state = m.state.sin()
-        ep = torch.export.export(m, (x,))
-        exported_module = ep.module()
+        exported_module: Any = torch.export.export(m, (x,)).module()
         out = exported_module(x)
         assert torch.allclose(out, x + expected_state)
         assert torch.allclose(exported_module.state, expected_state)

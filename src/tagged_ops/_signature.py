@@ -160,14 +160,11 @@ def _normalize(annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if origin is None:
         return annotation
-    args = tuple(_normalize(a) for a in typing.get_args(annotation))
+    args: Any = tuple(_normalize(a) for a in typing.get_args(annotation))
+    generic: Any = {list: typing.List, collections.abc.Sequence: typing.Sequence}.get(origin)  # noqa: UP006
     if origin in (typing.Union, types.UnionType):
-        return typing.Union[args]
-    if origin is list:
-        return typing.List[args]  # noqa: UP006
-    if origin is collections.abc.Sequence:
-        return typing.Sequence[args]
-    return annotation
+        generic = typing.Union
+    return generic[args] if generic is not None else annotation
 
 
 def _default_repr(name: str, value: Any, error: Callable[[str], Any]) -> str:
@@ -325,13 +322,15 @@ def signature_from_schema(fn: Callable[..., Any], qualname: str, kind: Kind, sch
             a.alias_info is not None and a.alias_info.is_write,
             t,
         )
-        for a, t in zip(parsed.arguments, texts)
+        for a, t in zip(parsed.arguments, texts, strict=True)
     )
     return OpSignature(qualname, kind, params, inspect.signature(fn))
 
 
 def _split_top_level(s: str) -> list[str]:
-    parts, depth, quote, cur = [], 0, "", []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
     for ch in s:
         if quote:
             quote = "" if ch == quote else quote
@@ -374,7 +373,7 @@ def _check_tagged_schema(schema: Any, kind: Kind) -> None:
                 "Schema tagged with torch.Tag.out must return all mutable arguments "
                 f"(got {len(mutable)} mutable args but {len(schema.returns)} returns). Got: {schema}"
             )
-        for i, (ret, arg) in enumerate(zip(schema.returns, mutable)):
+        for i, (ret, arg) in enumerate(zip(schema.returns, mutable, strict=True)):
             if ret.alias_info is None or not ret.alias_info.is_write or (
                 ret.alias_info.before_set != arg.alias_info.before_set
             ):

@@ -1,0 +1,131 @@
+"""The torch release matrix: the whole suite, sin-op opcheck included, on every release.
+
+    nox --list                          # every session
+    nox -t ci                           # what CI runs (oldest, 2.12.1, 2.13.0 both paths, newest)
+    nox -s "tests-2.4.1"                # one release; extra pytest args after --:
+    nox -s "tests-2.4.1" -- -k compile
+    nox -t matrix                       # all twelve releases, results into results/
+    nox -s tests-installed              # the torch already in this interpreter, nothing installed
+    nox -s compat_matrix                # regenerate compat_matrix.md from results/*.json
+    nox -s compat_matrix -- --check     # fail if compat_matrix.md is stale
+
+Environment switches:
+
+* ``TAGGED_OPS_REQUIRE_CUDA=1``: a missing GPU fails the CUDA tests instead of skipping them.
+* ``TAGGED_OPS_KEEP_ENVS=1``: keep each release's environment after its run
+  (by default it is removed: a CUDA build of torch is 4.5-6.5 GB).
+* ``TAGGED_OPS_RESULTS_DIR``: where results JSON go (default ``results/``).
+* ``TAGGED_OPS_PRUNE_CACHE=1``: releases outside the CI set install through a
+  throw-away uv cache that is deleted after the run, so a full matrix never
+  holds more than the CI releases plus one in the cache (about 25 GB).
+
+Environments use nox's uv backend and the one shared uv cache
+(``UV_CACHE_DIR``, default ``~/.cache/uv``), so a second run, and CI's fresh
+clone on the same machine, link packages from the cache instead of downloading.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+RELEASES = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+CI_RELEASES = ["2.4.1", "2.12.1", "2.13.0", "2.15.0"]
+PYTHON = "3.11"
+TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools"]  # setuptools: Inductor on 2.4 needs it
+
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["tests-installed"]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+def _results_dir() -> Path:
+    return Path(os.environ.get("TAGGED_OPS_RESULTS_DIR", ROOT / "results"))
+
+
+def _run_suite(session: nox.Session, label: str, *, fallback: bool = False) -> None:
+    env = {"TAGGED_OPS_RESULTS": str(_results_dir() / f"{label}.json")}
+    if fallback:
+        env["TAGGED_OPS_FALLBACK"] = "1"
+    session.run("python", "-m", "tagged_ops", env=env, success_codes=[0, 1])
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *session.posargs, env=env)
+
+
+def _release_session(release: str, *, fallback: bool) -> None:
+    tags = ["matrix"] + (["ci"] if release in CI_RELEASES else [])
+    name = f"tests-{release}" + ("-fallback" if fallback else "")
+
+    @nox.session(name=name, python=PYTHON, tags=tags, reuse_venv=False)
+    def session(session: nox.Session) -> None:
+        env = {}
+        scratch_cache = None
+        if _flag("TAGGED_OPS_PRUNE_CACHE") and release not in CI_RELEASES:
+            scratch_cache = tempfile.mkdtemp(prefix=f"uv-cache-{release}-")
+            env["UV_CACHE_DIR"] = scratch_cache
+        try:
+            session.install(f"torch=={release}", *TEST_DEPS, env=env)
+            session.install("--no-deps", "-e", str(ROOT), env=env)
+            _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
+            if not fallback:
+                bench = _results_dir() / "bench" / f"eager-{release}.json"
+                session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench))
+        finally:
+            if not _flag("TAGGED_OPS_KEEP_ENVS"):
+                shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+            if scratch_cache:
+                shutil.rmtree(scratch_cache, ignore_errors=True)
+
+    session.__doc__ = f"The whole suite on torch {release}" + (" with TAGGED_OPS_FALLBACK=1." if fallback else ".")
+
+
+for _release in RELEASES:
+    _release_session(_release, fallback=False)
+# The newest native release once more with the fallback forced for the whole run,
+# as a library author would test their old-torch path on a new torch.
+_release_session("2.13.0", fallback=True)
+
+
+@nox.session(name="tests-installed", python=False)
+def tests_installed(session: nox.Session) -> None:
+    """The suite against the torch already installed in this interpreter; installs nothing.
+
+    For GPU machines whose torch came with the system, and for users testing
+    their own torch build. Needs pytest, numpy and expecttest in that interpreter.
+    """
+    import torch  # noqa: F401 - fail early and clearly if there is no torch here
+
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    label = "installed-" + _torch_label()
+    env["TAGGED_OPS_RESULTS"] = str(_results_dir() / f"{label}.json")
+    session.run(sys.executable, "-m", "tagged_ops", env=env, success_codes=[0, 1], external=True)
+    session.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *session.posargs, env=env, external=True)
+
+
+def _torch_label() -> str:
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return f"{torch.__version__.replace('+', '_')}-{device}"
+
+
+@nox.session(name="compat_matrix", python=False)
+def compat_matrix(session: nox.Session) -> None:
+    """Regenerate compat_matrix.md from results/*.json (``-- --check``: only verify it)."""
+    session.run(sys.executable, str(ROOT / "tools" / "compat_matrix.py"), *session.posargs, external=True)
+
+
+@nox.session(name="lint", python=PYTHON, tags=["ci"])
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the package."""
+    session.install("ruff", "mypy", "numpy", "torch==2.13.0")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "tools", "noxfile.py")
+    session.run("mypy", "src/tagged_ops")

@@ -1,0 +1,89 @@
+"""Machine-readable results of a test run, for the nox matrix and compat_matrix.md.
+
+Active when ``TAGGED_OPS_RESULTS`` names a JSON file. Counts passed / failed /
+skipped per area (eager contract, opcheck, compile, export, cuda) and per path
+(native, fallback), and records the torch build, the schemas each path
+registers, the handle's ``register_*`` methods, date and machine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import torch
+
+import tagged_ops
+
+AREAS = {
+    "test_definition_errors": "eager",
+    "test_call_contract": "eager",
+    "test_autograd": "eager",
+    "test_annotations": "eager",
+    "test_redefinition": "eager",
+    "test_parity": "eager",
+    "test_sin_opcheck": "opcheck",
+    "test_compile": "compile",
+    "test_cache_switch": "compile",
+    "test_export": "export",
+}
+
+
+class ResultsRecorder:
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        self.failures: list[str] = []
+        self.skip_reasons: dict[str, int] = defaultdict(int)
+
+    @staticmethod
+    def _classify(item: pytest.Item) -> tuple[str, str]:
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else "other"
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        area = "cuda" if params.get("device") == "cuda" else AREAS.get(module, "other")
+        return area, str(params.get("path", "any"))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        outcome = yield
+        report = outcome.get_result()
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            area, path = self._classify(item)
+            self.counts[area][path][report.outcome] += 1
+            if report.outcome == "failed":
+                self.failures.append(item.nodeid)
+            if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
+                self.skip_reasons[report.longrepr[2]] += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from tagged_ops._selfcheck import describe_paths
+
+        data = {
+            "torch": torch.__version__,
+            "torch_build": {
+                "cuda": torch.version.cuda,
+                "git": getattr(torch.version, "git_version", None),
+                "debug": bool(getattr(torch.version, "debug", False)),
+            },
+            "python": platform.python_version(),
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
+            + (f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no CUDA device"),
+            "cuda_available": torch.cuda.is_available(),
+            "native_tags": tagged_ops.NATIVE_TAGS,
+            "fallback_forced": os.environ.get(tagged_ops.FALLBACK_ENV_VAR, "") not in ("", "0"),
+            "paths": describe_paths(),
+            "areas": {a: {p: dict(c) for p, c in paths.items()} for a, paths in sorted(self.counts.items())},
+            "failures": self.failures,
+            "skip_reasons": dict(self.skip_reasons),
+            "exitstatus": int(exitstatus),
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(self.target)), exist_ok=True)
+        with open(self.target, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
