@@ -16,6 +16,7 @@ Prints microseconds per call and the ratio tagged_ops / custom_op (target <= 0.5
 
 import argparse
 import json
+import os
 import platform
 import time
 from typing import Any, Callable
@@ -123,6 +124,7 @@ def main() -> None:
         print(f"  {name:40s} {value:8.2f} us/call")
     print(f"ratio tagged_ops / {result['baseline']}: in-place {result['ratio_inplace']:.2f}, out= {result['ratio_out']:.2f} (target <= 0.5)")
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
 

@@ -30,6 +30,7 @@ AREAS = {
     "test_sin_opcheck": "opcheck",
     "test_compile": "compile",
     "test_cache_switch": "compile",
+    "test_lowering": "compile",
     "test_export": "export",
 }
 

@@ -68,12 +68,16 @@ def make_handle_call(
     op: Callable[..., Any],
     schema_order: Sequence[Param],
     autograd_call: Callable[..., None],
+    *,
+    lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
 ) -> Callable[..., Any]:
     """The handle's call: user's signature in, the mutated tensor(s) out.
 
     Eager calls go straight to the C++ entry point (skipping
     ``OpOverload.__call__``, a Python frame); calls under autograd take
-    ``autograd_call``. Dynamo needs the OpOverload itself to put it in the graph.
+    ``autograd_call``. Dynamo needs the OpOverload itself to put it in the
+    graph; where a ``lowering`` op is given, torch.compile (but not
+    torch.export) records that one instead (see ``_native.py``).
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -86,10 +90,19 @@ def make_handle_call(
     )
     args = _call_args(schema_order)
     tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
+    compiled = f"        _op({args})\n"
+    if lowering is not None:
+        ns.update(_lowering=lowering[0], _exporting=caps.is_exporting)
+        compiled = (
+            f"        if _exporting():\n"
+            f"            _op({args})\n"
+            f"        else:\n"
+            f"            _lowering({_call_args(lowering[1])})\n"
+        )
     source = (
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
-        f"        _op({args})\n"
+        f"{compiled}"
         f"    elif _grad_enabled() and _any_requires_grad({tensors}):\n"
         f"        _autograd_call({args})\n"
         f"    else:\n"

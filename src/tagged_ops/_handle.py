@@ -163,9 +163,10 @@ class TaggedOp:
 
         def register_autocast(self, device_type: str, cast_inputs: torch.dtype, /) -> None:
             """As ``torch.library.register_autocast``."""
-            torch.library.register_autocast(
-                self._registration.qualname, device_type, cast_inputs, lib=self._registration.lib
-            )
+            reg: Registration | None = self._registration
+            while reg is not None:  # the compile-time lowering op too
+                torch.library.register_autocast(reg.qualname, device_type, cast_inputs, lib=reg.lib)
+                reg = reg.lowering
 
 
 def _device_list(device_types: DeviceTypes) -> list[str | None]:

@@ -3,20 +3,35 @@
 The op is registered with the 2.13 schema and tag, so ``torch.ops.<ns>.<name>``
 is exactly what ``torch.library.custom_op(..., tags=...)`` would register:
 ``(Tensor(a0!) x) -> Tensor(a0!)`` or ``(Tensor x, *, Tensor(a1!) out) -> Tensor(a1!)``.
+Eager calls and ``torch.export`` use that op.
+
+Under ``torch.compile`` the handle calls an untagged twin instead,
+``torch.ops.<ns>.<name>__untagged`` (the fallback schema, same kernels).
+Inductor (2.13-2.15) lowers the tagged op through a copy: an in-place op on a
+graph input copies the whole buffer back onto itself, and an out= op into a
+graph-input buffer writes a fresh buffer and copies it over. It writes the
+untagged op's buffers in place. For a KV cache updated every step that is a
+full extra read and write of the cache per call (measured in
+``benchmarks/compiled_buffers.py``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from ._fallback import register_fallback
 from ._registration import Registration
 from ._signature import OpSignature
 
 __all__ = ["register_native"]
 
 
+LOWERING_SUFFIX = "__untagged"
+
+
 def register_native(sig: OpSignature) -> Registration:
     tag = torch.Tag.inplace if sig.kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
+    lowering = register_fallback(sig, opname=sig.name + LOWERING_SUFFIX)
     return Registration(
         sig,
         opname=sig.name,
@@ -24,4 +39,5 @@ def register_native(sig: OpSignature) -> Registration:
         schema_order=sig.params,
         tags=(tag,),
         returns=True,
+        lowering=lowering,
     )

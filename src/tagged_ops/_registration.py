@@ -78,8 +78,12 @@ class Registration:
         schema_order: Sequence[Param],
         tags: Sequence[Any],
         returns: bool,
+        lowering: Registration | None = None,
     ) -> None:
         self.sig = sig
+        # The op that compiled code calls instead of this one (see _native.py);
+        # it gets every kernel this one gets.
+        self.lowering = lowering
         self.schema_order = tuple(schema_order)
         self.returns = returns
         self.qualname = f"{sig.namespace}::{opname}"
@@ -94,13 +98,21 @@ class Registration:
         self.lib._register_fake(opname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
         self._messages()
-        self.call = make_handle_call(sig, self.op, self.schema_order, self.autograd_call)
+        self.call = make_handle_call(
+            sig,
+            self.op,
+            self.schema_order,
+            self.autograd_call,
+            lowering=None if lowering is None else (lowering.op, lowering.schema_order),
+        )
         self.bind = make_binder(sig, self.schema_order)
 
     # -- kernels -----------------------------------------------------------
 
     def set_kernel(self, device_type: str | None, fn: Callable[..., Any]) -> None:
         """Register (or replace) the user's kernel for ``device_type`` (None: every device)."""
+        if self.lowering is not None:
+            self.lowering.set_kernel(device_type, fn)
         key = dispatch_key_for(device_type)
         adapter = make_kernel_adapter(
             self.sig,
@@ -124,6 +136,8 @@ class Registration:
         self._overrides.append(override)
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
+        if self.lowering is not None:
+            self.lowering.set_fake(fn)
         self._fake = make_kernel_adapter(self.sig, fn, self.schema_order, returns=self.returns, identity_error=None)
 
     def _fake_dispatch(self, *args: Any, **kwargs: Any) -> Any:
@@ -191,6 +205,8 @@ class Registration:
 
     def destroy(self) -> None:
         """Remove the op from the dispatcher, before the name is defined again."""
+        if self.lowering is not None:
+            self.lowering.destroy()
         for lib in (*self._overrides, self.lib):
             lib._destroy()
         # torch.fx caches each schema's Python signature by (name, overload) only;

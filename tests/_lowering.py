@@ -1,0 +1,135 @@
+"""What Inductor generates for the five buffer patterns, per lowering (issue: compiled code never copies).
+
+Patterns: (a) in-place on a graph input; (b) out= into a graph-input buffer;
+(c) out= into a slice of a graph input; (d) in-place on a slice of a graph
+input; (e) ``y = x + 1``, in-place on ``y``, return ``y * 2``.
+
+Lowerings: tagged_ops (whatever path it takes), and raw ``torch.library``
+ops written by hand in the same process: the natively tagged ``custom_op``
+(where torch has tags) and the untagged ``custom_op`` plus a returning wrapper.
+Used by tests/test_lowering.py (counts) and benchmarks/compiled_buffers.py (timings).
+No ``from __future__ import annotations`` here: the raw ops go through torch 2.4's
+own schema inference, which rejects string annotations.
+"""
+
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+import tagged_ops
+
+Op = Callable[..., Tensor]
+
+PATTERNS = ("a", "b", "c", "d", "e")
+
+
+@dataclass(frozen=True)
+class Counts:
+    kernels: int
+    allocations: int
+    copies: int
+
+    def __str__(self) -> str:
+        return f"{self.kernels} kernels / {self.allocations} allocations / {self.copies} copies"
+
+
+def lowerings(ns: str) -> dict[str, tuple[Op, Op]]:
+    """name -> (in-place op taking x, out= op taking x and out=)."""
+    result: dict[str, tuple[Op, Op]] = {}
+
+    @tagged_ops.define_inplace(f"{ns}::mul_")
+    def mul_(x: Tensor) -> Tensor:
+        x.mul_(3.0)
+        return x
+
+    @tagged_ops.define_out(f"{ns}::mul_out")
+    def mul_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.mul(x, 3.0, out=out)
+        return out
+
+    result["tagged_ops"] = (mul_, mul_out)
+
+    @torch.library.custom_op(f"{ns}::raw_mul_", mutates_args=("x",))
+    def raw_mul_(x: Tensor) -> None:
+        x.mul_(3.0)
+
+    @torch.library.custom_op(f"{ns}::raw_mul_out", mutates_args=("out",))
+    def raw_mul_out(x: Tensor, out: Tensor) -> None:
+        torch.mul(x, 3.0, out=out)
+
+    def untagged_inplace(x: Tensor) -> Tensor:
+        raw_mul_(x)
+        return x
+
+    def untagged_out(x: Tensor, *, out: Tensor) -> Tensor:
+        raw_mul_out(x, out)
+        return out
+
+    result["raw untagged"] = (untagged_inplace, untagged_out)
+
+    if tagged_ops.NATIVE_TAGS:
+
+        @torch.library.custom_op(f"{ns}::tagged_mul_", mutates_args=("x",), tags=torch.Tag.inplace)  # type: ignore[attr-defined]
+        def tagged_mul_(x: Tensor) -> Tensor:
+            x.mul_(3.0)
+            return x
+
+        @torch.library.custom_op(f"{ns}::tagged_mul_out", mutates_args=("out",), tags=torch.Tag.out)  # type: ignore[attr-defined]
+        def tagged_mul_out(x: Tensor, *, out: Tensor) -> Tensor:
+            torch.mul(x, 3.0, out=out)
+            return out
+
+        result["raw tagged"] = (tagged_mul_, lambda x, *, out: tagged_mul_out(x, out=out))
+    return result
+
+
+def pattern(name: str, inplace: Op, out: Op, n: int) -> tuple[Callable[..., Any], Callable[[], tuple[Tensor, ...]]]:
+    """The function to compile and a maker of fresh inputs with ``n`` elements."""
+    if name == "a":
+        return (lambda x: inplace(x)), lambda: (torch.randn(n),)
+    if name == "b":
+        return (lambda x, o: out(x, out=o)), lambda: (torch.randn(n), torch.empty(n))
+    if name == "c":
+
+        def c(x: Tensor, o: Tensor) -> Tensor:
+            out(x, out=o[1 : n + 1])
+            return o
+
+        return c, lambda: (torch.randn(n), torch.zeros(n + 2))
+    if name == "d":
+
+        def d(x: Tensor) -> Tensor:
+            inplace(x[1 : n - 1])
+            return x
+
+        return d, lambda: (torch.randn(n),)
+    if name == "e":
+
+        def e(x: Tensor) -> Tensor:
+            y = x + 1
+            inplace(y)
+            return y * 2
+
+        return e, lambda: (torch.randn(n),)
+    raise ValueError(name)
+
+
+_KERNEL = re.compile(r"^(\w+) = async_compile\.\w+\(", re.M)
+_ALLOC = re.compile(r"^\s+\w+ = empty_strided(?:_\w+)?\(", re.M)
+
+
+def count(code: str) -> Counts:
+    kernels = _KERNEL.findall(code)
+    return Counts(len(kernels), len(_ALLOC.findall(code)), sum("copy" in k for k in kernels))
+
+
+def generated_code(fn: Callable[..., Any], args: tuple[Tensor, ...]) -> str:
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    _, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
+    return "\n".join(codes)
