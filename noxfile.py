@@ -37,6 +37,8 @@ import nox
 ROOT = Path(__file__).parent
 RELEASES = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 CI_RELEASES = ["2.4.1", "2.12.1", "2.13.0", "2.15.0"]
+# The 64 MB compiled-buffer benchmark (half a minute each): one release before native tags, and those with.
+COMPILED_BENCH_RELEASES = ["2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 PYTHON = "3.11"
 TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools"]  # setuptools: Inductor on 2.4 needs it
 
@@ -76,8 +78,10 @@ def _release_session(release: str, *, fallback: bool) -> None:
             session.install("--no-deps", "-e", str(ROOT), env=env)
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
             if not fallback:
-                bench = _results_dir() / "bench" / f"eager-{release}.json"
-                session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench))
+                bench = _results_dir() / "bench"
+                session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench / f"eager-{release}.json"))
+                if release in COMPILED_BENCH_RELEASES:
+                    session.run("python", str(ROOT / "benchmarks" / "compiled_buffers.py"), "--json", str(bench / f"compiled-{release}.json"))
         finally:
             if not _flag("TAGGED_OPS_KEEP_ENVS"):
                 shutil.rmtree(session.virtualenv.location, ignore_errors=True)

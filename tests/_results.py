@@ -64,7 +64,16 @@ class ResultsRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from tagged_ops._selfcheck import describe_paths
 
+        import subprocess
+
+        try:
+            commit = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=os.path.dirname(__file__)
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
         data = {
+            "commit": commit,
             "torch": torch.__version__,
             "torch_build": {
                 "cuda": torch.version.cuda,

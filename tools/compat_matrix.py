@@ -104,12 +104,12 @@ def generate() -> str:
         lines.append("| --- | --- | --- | --- |")
         lines.append("| " + " | ".join(_cell(forced, a) for a in AREAS) + " |")
     lines += ["", "## Runs", ""]
-    lines.append("| result file | torch build | CUDA | machine | date | failures |")
-    lines.append("| --- | --- | --- | --- | --- | --- |")
+    lines.append("| result file | torch build | CUDA | machine | date | commit | failures |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for name, r in results.items():
         build = f"{r['torch']} (git {str(r['torch_build'].get('git'))[:10]}, CUDA {r['torch_build'].get('cuda')})"
         failures = "<br>".join(f"`{f}`" for f in r["failures"]) or "none"
-        lines.append(f"| `results/{name}.json` | {build} | {'yes' if r['cuda_available'] else 'no'} | {r['machine']} | {r['date']} | {failures} |")
+        lines.append(f"| `results/{name}.json` | {build} | {'yes' if r['cuda_available'] else 'no'} | {r['machine']} | {r['date']} | {r.get('commit', 'unknown')} | {failures} |")
     if not cuda_runs:
         lines += ["", "**CUDA: not run.** No run of this matrix had a GPU; every CUDA cell above says so."]
     lines += ["", REPRODUCE, "", "## Eager overhead (benchmarks/eager_overhead.py)", ""]
@@ -129,6 +129,22 @@ def generate() -> str:
                 f"| {b['torch']} | {b['path']} | {base} | {us['tagged_ops in-place']} / {us[base + ' in-place']} | "
                 f"{us['tagged_ops out=']} / {us[base + ' out=']} | {b['ratio_inplace']} | {b['ratio_out']} | {us['Library.define + Python kernel']} |"
             )
+    lines += ["", "## Compiled buffers (benchmarks/compiled_buffers.py)", ""]
+    compiled = sorted((RESULTS / "bench").glob("compiled-*.json"), key=lambda p: [int(x) for x in p.stem[9:].split(".")])
+    if not compiled:
+        lines.append("not run")
+    else:
+        lines.append("Compiled step (fullgraph, Inductor, CPU) on a 64 MB float32 buffer, ms per call, best of interleaved runs; ratio = tagged_ops / best raw lowering (target <= 1.05).")
+        lines.append("")
+        lines.append("| torch | pattern | tagged_ops | raw untagged + wrapper | raw tagged custom_op | ratio |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for p in compiled:
+            b = _load(p)
+            for name, label in (("a", "(a) in-place on a graph input"), ("b", "(b) out= into a graph-input buffer")):
+                t = b["ms_per_call"][name]
+                lines.append(
+                    f"| {b['torch']} | {label} | {t['tagged_ops']} | {t['raw untagged']} | {t.get('raw tagged', 'n/a (no native tags)')} | {b['ratio_to_best_raw'][name]} |"
+                )
     notes = ROOT / "tools" / "compat_notes.md"
     if notes.exists():
         lines += ["", notes.read_text().rstrip()]
