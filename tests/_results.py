@@ -62,9 +62,9 @@ class ResultsRecorder:
                 self.skip_reasons[report.longrepr[2]] += 1
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from tagged_ops._selfcheck import describe_paths
-
         import subprocess
+
+        from tagged_ops._selfcheck import describe_paths
 
         try:
             commit = subprocess.run(
