@@ -32,6 +32,7 @@ AREAS = {
     "test_cache_switch": "compile",
     "test_lowering": "compile",
     "test_export": "export",
+    "test_testing_kit": "testing kit",
 }
 
 
@@ -46,7 +47,7 @@ class ResultsRecorder:
     def _classify(item: pytest.Item) -> tuple[str, str]:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else "other"
         params = getattr(getattr(item, "callspec", None), "params", {})
-        area = "cuda" if params.get("device") == "cuda" else AREAS.get(module, "other")
+        area = "cuda" if params.get("tagged_ops_device") == "cuda" else AREAS.get(module, "other")
         return area, str(params.get("path", "any"))
 
     @pytest.hookimpl(hookwrapper=True)

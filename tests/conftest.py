@@ -3,8 +3,9 @@
 ``path`` defines ops with ``TAGGED_OPS_FALLBACK`` unset (native tags, where this
 torch has them) or set (the fallback). Native is skipped, with the reason, on a
 torch without native tags or when the whole run was started with the fallback
-forced. ``device`` is CPU, plus CUDA when present (skipped with a reason
-otherwise; ``TAGGED_OPS_REQUIRE_CUDA=1`` turns that skip into a failure).
+forced. Devices come from our own pytest plugin's ``tagged_ops_device`` (CPU,
+and CUDA or a skip with the reason; ``TAGGED_OPS_REQUIRE_CUDA=1`` or
+``--tagged-ops-require-cuda`` turns that skip into a failure).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import torch
 
 import tagged_ops
 from tagged_ops._capabilities import FALLBACK_ENV_VAR
+
+# Registered by the pytest11 entry point when tagged-ops is installed; named here
+# for runs against a source tree (nox -s tests-installed). Same name: loaded once.
+pytest_plugins = ["tagged_ops.testing.pytest_plugin"]
 
 _FORCED_AT_START = os.environ.get(FALLBACK_ENV_VAR, "") not in ("", "0")
 _counter = itertools.count()
@@ -60,21 +65,6 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 def ns() -> str:
     """A fresh op namespace, so tests never see each other's definitions."""
     return f"tagged_ops_test{next(_counter)}"
-
-
-def _devices() -> list[object]:
-    cuda = pytest.mark.skipif(
-        not torch.cuda.is_available() and os.environ.get("TAGGED_OPS_REQUIRE_CUDA", "") in ("", "0"),
-        reason="CUDA is not available on this machine",
-    )
-    return ["cpu", pytest.param("cuda", marks=cuda)]
-
-
-@pytest.fixture(params=_devices())
-def device(request: pytest.FixtureRequest) -> str:
-    if request.param == "cuda" and not torch.cuda.is_available():
-        pytest.fail("TAGGED_OPS_REQUIRE_CUDA=1 but CUDA is not available")
-    return str(request.param)
 
 
 @pytest.fixture(autouse=True)

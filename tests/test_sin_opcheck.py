@@ -1,8 +1,14 @@
-"""The sin-op suite: tagged_ops.opcheck on many layouts, CPU and CUDA, both paths."""
+"""The sin-op suite, written with tagged_ops.testing: opcheck and the kit's checks on many layouts.
+
+Every example also runs in the kit's variants (non-contiguous, storage offset,
+non-contiguous out buffers, float64), on ``tagged_ops_device`` (CPU, and CUDA
+where present), on both paths.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -10,6 +16,7 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops._selfcheck import SinOps, define_sin_ops
+from tagged_ops.testing import check
 
 
 @pytest.fixture
@@ -17,63 +24,51 @@ def ops(path: str, ns: str) -> SinOps:
     return define_sin_ops(ns)
 
 
-def _inplace_inputs(device: str) -> dict[str, Callable[[], Tensor]]:
-    return {
-        "randn5": lambda: torch.randn(5, device=device),
-        "empty0x3": lambda: torch.randn(0, 3, device=device),
-        "float64": lambda: torch.randn(5, dtype=torch.float64, device=device),
-        "transposed": lambda: torch.randn(3, 4, device=device).t(),
-        "storage-offset": lambda: torch.randn(10, device=device)[3:8],
-    }
+def _inplace_examples(device: str) -> list[Any]:
+    return [
+        ((torch.randn(5, device=device),),),
+        ((torch.randn(0, 3, device=device),),),
+        ((torch.randn(5, dtype=torch.float64, device=device),),),
+        ((torch.randn(3, 4, device=device).t(),),),  # transposed
+        ((torch.randn(10, device=device)[3:8],),),  # storage-offset slice
+    ]
 
 
-def _out_inputs(device: str) -> dict[str, Callable[[], tuple[Tensor, Tensor]]]:
-    return {
-        "randn5": lambda: (torch.randn(5, device=device), torch.empty(5, device=device)),
-        "empty0x3": lambda: (torch.randn(0, 3, device=device), torch.empty(0, 3, device=device)),
-        "float64": lambda: (torch.randn(5, dtype=torch.float64, device=device), torch.empty(5, dtype=torch.float64, device=device)),
-        "noncontiguous-out": lambda: (torch.randn(3, 2, device=device), torch.empty_strided((3, 2), (1, 3), device=device)),
-    }
+def _out_examples(device: str) -> list[Any]:
+    return [
+        ((torch.randn(5, device=device),), {"out": torch.empty(5, device=device)}),
+        ((torch.randn(0, 3, device=device),), {"out": torch.empty(0, 3, device=device)}),
+        ((torch.randn(5, dtype=torch.float64, device=device),), {"out": torch.empty(5, dtype=torch.float64, device=device)}),
+        ((torch.randn(3, 2, device=device),), {"out": torch.empty_strided((3, 2), (1, 3), device=device)}),
+    ]
 
 
-INPLACE_CASES = list(_inplace_inputs("cpu"))
-OUT_CASES = list(_out_inputs("cpu"))
+def _sin_out_reference(x: Tensor, *, out: Tensor) -> None:
+    torch.sin(x, out=out)
 
 
-@pytest.mark.parametrize("case", INPLACE_CASES)
-def test_sin_inplace(ops: SinOps, device: str, case: str) -> None:
-    x = _inplace_inputs(device)[case]()
-    tagged_ops.opcheck(ops.sin_, (x.clone(),))
-    expected = x.sin()
-    assert ops.sin_(x) is x
-    torch.testing.assert_close(x, expected)
+def _sin_reference(x: Tensor) -> None:
+    x.sin_()
 
 
-@pytest.mark.parametrize("case", OUT_CASES)
-def test_sin_out(ops: SinOps, device: str, case: str) -> None:
-    x, o = _out_inputs(device)[case]()
-    tagged_ops.opcheck(ops.sin_out, (x,), {"out": o.clone()})
-    stride = o.stride()
-    assert ops.sin_out(x, out=o) is o
-    torch.testing.assert_close(o, x.sin())
-    assert o.stride() == stride  # written in place, layout kept
+def test_sin_inplace(ops: SinOps, tagged_ops_device: str) -> None:
+    check(ops.sin_, _inplace_examples(tagged_ops_device), reference=_sin_reference, compile=False, devices=[tagged_ops_device])
+    check(ops.sin_, _inplace_examples(tagged_ops_device)[:1], reference=_sin_reference, dtypes=(torch.float64,), devices=[tagged_ops_device])
 
 
-@pytest.mark.parametrize("case", INPLACE_CASES)
-def test_numpy_sin_inplace(ops: SinOps, case: str) -> None:
-    x = _inplace_inputs("cpu")[case]()
-    tagged_ops.opcheck(ops.numpy_sin_, (x.clone(),))
-    expected = x.sin()
-    assert ops.numpy_sin_(x) is x
-    torch.testing.assert_close(x, expected)
+def test_sin_out(ops: SinOps, tagged_ops_device: str) -> None:
+    check(ops.sin_out, _out_examples(tagged_ops_device), reference=_sin_out_reference, compile=False, devices=[tagged_ops_device])
+    check(ops.sin_out, _out_examples(tagged_ops_device)[:1], reference=_sin_out_reference, dtypes=(torch.float64,), devices=[tagged_ops_device])
 
 
-@pytest.mark.parametrize("case", OUT_CASES)
-def test_numpy_sin_out(ops: SinOps, case: str) -> None:
-    x, o = _out_inputs("cpu")[case]()
-    tagged_ops.opcheck(ops.numpy_sin_out, (x,), {"out": o.clone()})
-    assert ops.numpy_sin_out(x, out=o) is o
-    torch.testing.assert_close(o, x.sin())
+def test_numpy_sin_inplace(ops: SinOps) -> None:
+    check(ops.numpy_sin_, _inplace_examples("cpu"), reference=_sin_reference, compile=False, devices=["cpu"])
+    check(ops.numpy_sin_, _inplace_examples("cpu")[:1], reference=_sin_reference, devices=["cpu"])
+
+
+def test_numpy_sin_out(ops: SinOps) -> None:
+    check(ops.numpy_sin_out, _out_examples("cpu"), reference=_sin_out_reference, compile=False, devices=["cpu"])
+    check(ops.numpy_sin_out, _out_examples("cpu")[:1], reference=_sin_out_reference, devices=["cpu"])
 
 
 @pytest.mark.parametrize(
@@ -91,12 +86,14 @@ def test_numpy_kernel_checks_raise_and_leave_out_untouched(ops: SinOps, out: Cal
     assert bool((o == 7).all()) and o._version == 1  # only our fill_ bumped it
     result = tagged_ops.opcheck(ops.numpy_sin_out, (torch.randn(5),), {"out": o}, raise_exception=False)
     assert any(r != "SUCCESS" for r in result.values())
+    with pytest.raises(AssertionError, match="numpy_sin_out: out has"):
+        check(ops.numpy_sin_out, [((torch.randn(5),), {"out": out()})], devices=["cpu"], compile=False)
 
 
 def test_opcheck_report_and_tolerances(ops: SinOps) -> None:
     result = tagged_ops.opcheck(ops.sin_, (torch.randn(5),), raise_exception=False)
     assert result == {k: "SUCCESS" for k in tagged_ops._opcheck.DEFAULT_TEST_UTILS}
-    if "atol" in __import__("inspect").signature(torch.library.opcheck).parameters:
+    if "atol" in inspect.signature(torch.library.opcheck).parameters:
         tagged_ops.opcheck(ops.sin_, (torch.randn(5),), atol=1e-5, rtol=1e-5)
     else:
         with pytest.raises(TypeError, match="takes no atol/rtol"):

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 TARGET = ROOT / "compat_matrix.md"
 RELEASES = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
-AREAS = ["eager", "opcheck", "compile", "export"]
+AREAS = ["eager", "opcheck", "compile", "export", "testing kit"]
 
 HEADER = """# Compatibility matrix
 
@@ -81,12 +81,12 @@ def generate() -> str:
     results = {p.stem: _load(p) for p in sorted(RESULTS.glob("*.json"))}
     cuda_runs = {r["torch"]: r for r in results.values() if r.get("cuda_available")}
     lines = [HEADER, "## Per release (CPU)", ""]
-    lines.append("| torch | path | schema `torch.ops.<ns>.<name>` (sin ops) | register_* | eager | opcheck | compile | export | CUDA |")
-    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines.append("| torch | path | schema `torch.ops.<ns>.<name>` (sin ops) | register_* | eager | opcheck | compile | export | testing kit | CUDA |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for release in RELEASES:
         result = results.get(release)
         if result is None:
-            lines.append(f"| {release} | not run | not run | not run | not run | not run | not run | not run | not run |")
+            lines.append(f"| {release} | not run | not run | not run | not run | not run | not run | not run | not run | not run |")
             continue
         cuda = next((r for v, r in cuda_runs.items() if v.split("+")[0] == release), None)
         cells = [_cell(result, a) for a in AREAS]
@@ -100,8 +100,8 @@ def generate() -> str:
     if forced is None:
         lines.append("not run")
     else:
-        lines.append("| eager | opcheck | compile | export |")
-        lines.append("| --- | --- | --- | --- |")
+        lines.append("| eager | opcheck | compile | export | testing kit |")
+        lines.append("| --- | --- | --- | --- | --- |")
         lines.append("| " + " | ".join(_cell(forced, a) for a in AREAS) + " |")
     lines += ["", "## Runs", ""]
     lines.append("| result file | torch build | CUDA | machine | date | commit | failures |")

@@ -82,6 +82,21 @@ class OpSignature:
         """The mutated parameters: the first argument (in-place) or the out buffers."""
         return tuple(p for p in self.params if p.mutated)
 
+    @property
+    def mutated_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.mutated)
+
+    def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The objects a call in the user's form mutates, in declaration order."""
+        positional = [p.name for p in self.params if not p.keyword_only]
+        found = []
+        for name in self.mutated_names:
+            if name in kwargs:
+                found.append(kwargs[name])
+            else:
+                found.append(args[positional.index(name)])
+        return tuple(found)
+
     def native_schema(self) -> str:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""
         returns = [_alias_of(p.text) for p in self.mutated]

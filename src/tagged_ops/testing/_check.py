@@ -1,0 +1,225 @@
+"""``check``: opcheck plus what opcheck misses, on every layout, device and path stage."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from .._handle import TaggedOp
+from .._opcheck import opcheck
+from ._variants import Sample, variants
+
+__all__ = ["check"]
+
+Example = Sample | tuple[tuple[Any, ...]] | tuple[tuple[Any, ...], dict[str, Any]]
+
+
+def _as_sample(example: Example) -> Sample:
+    if isinstance(example, Sample):
+        return example
+    args = example[0]
+    kwargs = example[1] if len(example) > 1 else {}  # type: ignore[misc]
+    return Sample("example", tuple(args), dict(kwargs))
+
+
+def _fill(t: Tensor, garbage: int) -> None:
+    """Pre-fill an out buffer with a sentinel (NaN for floating point) or other garbage."""
+    with torch.no_grad():
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(math.nan if garbage == 0 else -3.0e38 if t.dtype != torch.float16 else -6.0e4)
+        elif t.dtype == torch.bool:
+            t.fill_(garbage == 0)
+        else:
+            t.fill_(-7 if garbage == 0 else 113)
+
+
+def _same(a: Tensor, b: Tensor) -> str | None:
+    try:
+        torch.testing.assert_close(a.cpu(), b.cpu(), equal_nan=True)
+    except AssertionError as e:
+        return " ".join(str(e).split())[:300]
+    return None
+
+
+def _layout(t: Tensor) -> tuple[Any, ...]:
+    return tuple(t.shape), t.stride(), t.storage_offset(), t.untyped_storage().data_ptr(), t.dtype, t.device
+
+
+def check(
+    op: TaggedOp,
+    examples: Sequence[Example],
+    *,
+    reference: Callable[..., Any] | None = None,
+    compile: bool = True,
+    export: bool = False,
+    dtypes: Sequence[torch.dtype] = (),
+    devices: Sequence[str] | None = None,
+) -> str:
+    """Test a tagged_ops op the way the sin ops are tested, and catch what opcheck misses.
+
+    ``examples`` are calls in the handle's form: ``((x,),)`` or ``((x,), {"out": o})``
+    (or :class:`Sample`). For every example and every :func:`variants` sample:
+
+    * ``opcheck``: :func:`tagged_ops.opcheck` on a copy of the sample;
+    * ``reference``: with ``reference`` given (same call form, mutating the same
+      tensors), the op's effect must match it: the mutated tensor of an in-place
+      op, the out buffers of an out= op; and an in-place op must change its
+      input whenever the reference does;
+    * ``returns``: the op returns the very object(s) it mutated;
+    * ``out-buffers``: out buffers are written, never read: results must not change
+      when they are pre-filled with a sentinel (NaN) and then with other garbage;
+      and they keep their shape, strides, dtype, device and storage;
+    * ``compile``: ``torch.compile(fullgraph=True)`` gives the eager effect;
+    * ``export`` (opt-in): an exported module calling the op gives the eager effect.
+
+    Raises AssertionError with one line per (sample, stage) that failed;
+    returns a one-line summary otherwise.
+    """
+    failures: list[str] = []
+    stages_run = 0
+    samples = [s for ex in examples for s in _expand(op, _as_sample(ex), dtypes, devices)]
+    sig = op._registration.sig
+    for sample in samples:
+
+        def fail(stage: str, message: str, label: str = sample.label) -> None:
+            failures.append(f"{op.qualname} [{label}] {stage}: {message}")
+
+        # opcheck
+        stages_run += 1
+        try:
+            s = sample.clone()
+            opcheck(op, s.args, s.kwargs)
+        except Exception as e:  # noqa: BLE001 - reported per sample
+            fail("opcheck", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+
+        # eager run, identity and out-buffer discipline
+        eager = sample.clone()
+        original = sample.clone()
+        before = [_layout(t) for t in sig.mutated_in_call(eager.args, eager.kwargs)]
+        if op.kind == "out":
+            for t in sig.mutated_in_call(eager.args, eager.kwargs):
+                _fill(t, 0)
+        stages_run += 1
+        try:
+            with torch.no_grad():
+                result = op(*eager.args, **eager.kwargs)
+        except Exception as e:  # noqa: BLE001
+            fail("eager", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            continue
+        mutated = sig.mutated_in_call(eager.args, eager.kwargs)
+        expected_result = mutated[0] if len(mutated) == 1 else mutated
+        stages_run += 1
+        if not (result is expected_result or (isinstance(result, tuple) and all(a is b for a, b in zip(result, mutated, strict=False)))):
+            fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {sig.mutated_names}")
+        if op.kind == "out":
+            stages_run += 1
+            after = [_layout(t) for t in mutated]
+            for name, b, a in zip(sig.mutated_names, before, after, strict=True):
+                if a != b:
+                    fail("out-buffers", f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}")
+            again = sample.clone()
+            for t in sig.mutated_in_call(again.args, again.kwargs):
+                _fill(t, 1)
+            with torch.no_grad():
+                op(*again.args, **again.kwargs)
+            for name, first, second in zip(sig.mutated_names, mutated, sig.mutated_in_call(again.args, again.kwargs), strict=True):
+                if bool(torch.isnan(first).any()) if first.is_floating_point() else False:
+                    fail("out-buffers", f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it")
+                elif (diff := _same(first, second)) is not None:
+                    fail("out-buffers", f"result depends on what out buffer '{name}' held before the call (the kernel reads it): {diff}")
+
+        # reference
+        if reference is not None:
+            stages_run += 1
+            ref = sample.clone()
+            with torch.no_grad():
+                reference(*ref.args, **ref.kwargs)
+            ref_mutated = sig.mutated_in_call(ref.args, ref.kwargs)
+            for name, got, want, orig in zip(sig.mutated_names, mutated, ref_mutated, sig.mutated_in_call(original.args, original.kwargs), strict=True):
+                if op.kind == "inplace" and _same(want, orig) is not None and _same(got, orig) is None:
+                    fail("reference", f"the op did not change its input '{name}', but the reference does")
+                elif (diff := _same(got, want)) is not None:
+                    fail("reference", f"'{name}' differs from the reference: {diff}")
+
+        # compile
+        if compile:
+            stages_run += 1
+            comp = sample.clone()
+            try:
+                torch._dynamo.reset()
+                with torch.no_grad():
+                    torch.compile(_call(op), fullgraph=True)(*comp.args, **comp.kwargs)
+                for name, got, want in zip(sig.mutated_names, sig.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True):
+                    if (diff := _same(got, want)) is not None:
+                        fail("compile", f"'{name}' differs from eager: {diff}")
+            except Exception as e:  # noqa: BLE001
+                fail("compile", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+
+        if export:
+            stages_run += 1
+            exp = sample.clone()
+            try:
+                _check_export(op, exp, mutated)
+            except Exception as e:  # noqa: BLE001
+                fail("export", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+
+    if failures:
+        raise AssertionError(f"tagged_ops.testing.check({op.qualname}): {len(failures)} failure(s)\n" + "\n".join(failures))
+    path = "native" if op.is_native else "fallback"
+    return f"tagged_ops.testing.check({op.qualname}): {len(samples)} samples, {stages_run} checks passed ({path} path)"
+
+
+def _expand(op: TaggedOp, sample: Sample, dtypes: Sequence[torch.dtype], devices: Sequence[str] | None) -> list[Sample]:
+    return [Sample(f"{sample.label}:{s.label}", s.args, s.kwargs) for s in variants(op, sample.args, sample.kwargs, dtypes=dtypes, devices=devices)]
+
+
+def _call(op: TaggedOp) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    return call
+
+
+def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
+    """Export a module that holds the mutated tensors as buffers and takes the other tensors as inputs."""
+    sig = op._registration.sig
+    names = sig.mutated_names
+    mutated_ids = {id(t) for t in sig.mutated_in_call(sample.args, sample.kwargs)}
+    slots: list[tuple[str, Any]] = [("arg", i) for i in range(len(sample.args))] + [("kw", k) for k in sample.kwargs]
+    values = [sample.args[i] if kind == "arg" else sample.kwargs[i] for kind, i in slots]
+    buffers = [v for v in values if isinstance(v, Tensor) and id(v) in mutated_ids]
+    inputs = tuple(v for v in values if isinstance(v, Tensor) and id(v) not in mutated_ids)
+    n_buffers = len(buffers)
+    # Where each call argument comes from, decided here: forward must stay traceable
+    # and close over no tensor (strict export refuses that).
+    plan: list[tuple[str, Any]] = []
+    for v in values:
+        if isinstance(v, Tensor):
+            pool = buffers if id(v) in mutated_ids else inputs
+            plan.append(("buffer" if pool is buffers else "input", next(i for i, t in enumerate(pool) if t is v)))
+        else:
+            plan.append(("const", v))
+
+    class Holder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for i, t in enumerate(buffers):
+                self.register_buffer(f"mutated{i}", t)
+
+        def forward(self, *tensors: Tensor) -> Any:
+            call = [
+                getattr(self, f"mutated{i}") if kind == "buffer" else tensors[i] if kind == "input" else i
+                for kind, i in plan
+            ]
+            args = tuple(c for (kind, _), c in zip(slots, call, strict=True) if kind == "arg")
+            kwargs = {i: c for (kind, i), c in zip(slots, call, strict=True) if kind == "kw"}
+            op(*args, **kwargs)
+            return tuple(getattr(self, f"mutated{i}").clone() for i in range(n_buffers))
+
+    outputs = torch.export.export(Holder(), inputs).module()(*inputs)
+    for name, got, want in zip(names, outputs, eager_mutated, strict=True):
+        if (diff := _same(got, want)) is not None:
+            raise AssertionError(f"'{name}' differs from eager: {diff}")

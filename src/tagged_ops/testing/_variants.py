@@ -1,0 +1,124 @@
+"""Samples that keep an example's values but change what an op must not depend on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from .._handle import TaggedOp
+
+__all__ = ["Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One call of an op: ``op(*args, **kwargs)``, with a label saying what was changed."""
+
+    label: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def clone(self) -> Sample:
+        """A deep copy that keeps every tensor's layout (strides, storage offset)."""
+        return Sample(self.label, _map(self.args, _clone_layout), {k: _map_one(v, _clone_layout) for k, v in self.kwargs.items()})
+
+
+def default_devices() -> list[str]:
+    """CPU, plus CUDA when this machine has it."""
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+def _map_one(value: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+    if isinstance(value, Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_one(v, fn) for v in value)
+    return value
+
+
+def _map(values: Sequence[Any], fn: Callable[[Tensor], Tensor]) -> tuple[Any, ...]:
+    return tuple(_map_one(v, fn) for v in values)
+
+
+def _clone_layout(t: Tensor) -> Tensor:
+    storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=t.device)
+    out = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+    out.copy_(t)
+    return out
+
+
+def noncontiguous(t: Tensor) -> Tensor:
+    """Same values in a non-contiguous layout (a copy for tensors with fewer than 2 elements).
+
+    1-D: every other element. More dimensions: rows padded by one element, as
+    in a slice of a larger buffer; no single stride can flatten that layout, so
+    a kernel that silently works on a flattened copy is caught.
+    """
+    if t.numel() < 2:
+        return t.clone()
+    if t.dim() == 1:
+        out = torch.empty((t.shape[0], 2), dtype=t.dtype, device=t.device)[:, 0]
+    else:
+        out = torch.empty((*t.shape[:-1], t.shape[-1] + 1), dtype=t.dtype, device=t.device)[..., : t.shape[-1]]
+    out.copy_(t)
+    return out
+
+
+def with_storage_offset(t: Tensor, offset: int = 3) -> Tensor:
+    """Same values and contiguous strides, starting ``offset`` elements into its storage."""
+    base = torch.empty(t.numel() + offset, dtype=t.dtype, device=t.device)
+    out = base[offset:].view(t.shape)
+    out.copy_(t)
+    return out
+
+
+def variants(
+    op: TaggedOp,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dtypes: Sequence[torch.dtype] = (),
+    devices: Sequence[str] | None = None,
+) -> Iterator[Sample]:
+    """From one example call, samples with the same values and shapes but other layouts.
+
+    Per device (default: CPU, plus CUDA when available): the original; every
+    Tensor argument non-contiguous; every Tensor argument with a storage offset;
+    for out= ops, the out buffers alone non-contiguous; and the original with
+    each extra floating dtype in ``dtypes``.
+    """
+    kwargs = dict(kwargs or {})
+    outs = set(op._registration.sig.mutated_names) if op.kind == "out" else set()
+    for device in default_devices() if devices is None else devices:
+
+        def on(t: Tensor, device: str = device) -> Tensor:
+            return t.to(device)
+
+        base_args = _map(args, on)
+        base_kwargs = {k: _map_one(v, on) for k, v in kwargs.items()}
+        yield Sample(f"{device}", base_args, base_kwargs)
+        yield Sample(
+            f"{device}/noncontiguous",
+            _map(base_args, noncontiguous),
+            {k: _map_one(v, noncontiguous) for k, v in base_kwargs.items()},
+        )
+        yield Sample(
+            f"{device}/storage-offset",
+            _map(base_args, with_storage_offset),
+            {k: _map_one(v, with_storage_offset) for k, v in base_kwargs.items()},
+        )
+        if outs:
+            yield Sample(
+                f"{device}/noncontiguous-out",
+                base_args,
+                {k: (_map_one(v, noncontiguous) if k in outs else v) for k, v in base_kwargs.items()},
+            )
+        for dtype in dtypes:
+
+            def cast(t: Tensor, dtype: torch.dtype = dtype) -> Tensor:
+                return t.to(dtype) if t.is_floating_point() else t
+
+            yield Sample(f"{device}/{str(dtype).removeprefix('torch.')}", _map(base_args, cast), {k: _map_one(v, cast) for k, v in base_kwargs.items()})

@@ -1,0 +1,158 @@
+"""tagged_ops.testing: the kit catches what torch.library.opcheck alone passes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor
+
+import tagged_ops
+from tagged_ops.testing import check, noncontiguous, variants, with_storage_offset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sin_reference(x: Tensor, *, out: Tensor) -> None:
+    torch.sin(x, out=out)
+
+
+def test_variants_keep_values_and_change_layout(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    x = torch.randn(3, 4)
+    samples = {s.label: s for s in variants(sin_out, (x,), {"out": torch.empty(3, 4)}, dtypes=(torch.float64,), devices=["cpu"])}
+    assert set(samples) == {"cpu", "cpu/noncontiguous", "cpu/storage-offset", "cpu/noncontiguous-out", "cpu/float64"}
+    for s in samples.values():
+        torch.testing.assert_close(s.args[0].to(x.dtype), x)
+    assert not samples["cpu/noncontiguous"].args[0].is_contiguous()
+    assert samples["cpu/storage-offset"].args[0].storage_offset() == 3
+    assert samples["cpu/noncontiguous-out"].args[0].is_contiguous() and not samples["cpu/noncontiguous-out"].kwargs["out"].is_contiguous()
+    assert samples["cpu/float64"].args[0].dtype == torch.float64
+    clone = samples["cpu/noncontiguous"].clone()
+    assert clone.args[0].stride() == samples["cpu/noncontiguous"].args[0].stride()
+    assert not noncontiguous(torch.randn(2, 2)).is_contiguous() and with_storage_offset(torch.randn(2)).storage_offset() == 3
+
+
+def test_check_passes_a_good_op_and_summarizes(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    summary = check(sin_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], export=True)
+    assert summary.startswith(f"tagged_ops.testing.check({ns}::sin_out): 4 samples")
+    assert summary.endswith(f"({path} path)")
+
+
+def _opcheck_passes(op: tagged_ops.TaggedOp, args: tuple, kwargs: dict) -> None:  # type: ignore[type-arg]
+    result = tagged_ops.opcheck(op, args, kwargs, raise_exception=False)
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_catches_an_out_kernel_that_reads_its_buffer(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::reads_out")
+    def reads_out(x: Tensor, *, out: Tensor) -> Tensor:
+        out.add_(x.sin())  # right only when out holds zeros
+        return out
+
+    x = torch.randn(4)
+    if path == "fallback":
+        _opcheck_passes(reads_out, (x,), {"out": torch.zeros(4)})
+    # (On the native path opcheck's AOT test happens to catch this one too: the
+    # functionalized out= op writes into a fresh, uninitialized buffer.)
+    with pytest.raises(AssertionError) as info:
+        check(reads_out, [((x,), {"out": torch.zeros(4)})], reference=_sin_reference, devices=["cpu"], compile=False)
+    assert re.search(r"\[example:cpu\] out-buffers: out buffer 'out' still holds the NaN sentinel", str(info.value))
+
+
+def test_catches_an_inplace_kernel_that_does_not_mutate(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::lazy_")
+    def lazy_(x: Tensor) -> Tensor:
+        return x  # forgot to compute
+
+    x = torch.randn(4)
+    _opcheck_passes(lazy_, (x,), {})
+    with pytest.raises(AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"):
+        check(lazy_, [((x,),)], reference=lambda x: x.sin_(), devices=["cpu"], compile=False)
+
+
+@pytest.mark.parametrize("how", ["resize", "reallocate"])
+def test_catches_a_kernel_that_resizes_or_reallocates_its_out_buffer(path: str, ns: str, how: str) -> None:
+    @tagged_ops.define_out(f"{ns}::grows_out")
+    def grows_out(x: Tensor, *, out: Tensor) -> Tensor:
+        if how == "resize":
+            out.resize_(x.numel() * 2)
+            out[: x.numel()].copy_(x.sin().flatten())
+            out.resize_(x.shape)
+        else:
+            out.set_(torch.sin(x).contiguous())
+        return out
+
+    x = torch.randn(4)
+    _opcheck_passes(grows_out, (x,), {"out": torch.empty(4)})
+    with pytest.raises(AssertionError, match=r"out-buffers: out buffer 'out' was resized or reallocated"):
+        check(grows_out, [((x,), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], compile=False)
+
+
+def test_catches_a_kernel_wrong_only_for_noncontiguous_inputs(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::flat_sin_", device_types="cpu")
+    def flat_sin_(x: Tensor) -> Tensor:
+        a = x.numpy().reshape(-1)  # a copy when x is not contiguous: the result is lost
+        np.sin(a, out=a)
+        return x
+
+    x = torch.randn(3, 4)
+    _opcheck_passes(flat_sin_, (x.clone(),), {})
+    with pytest.raises(AssertionError) as info:
+        check(flat_sin_, [((x,),)], reference=lambda x: x.sin_(), devices=["cpu"], compile=False)
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all("[example:cpu/noncontiguous] reference" in line for line in lines), lines
+
+
+def test_one_line_per_failed_sample_and_stage(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::wrong_out")
+    def wrong_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.cos(x, out=out)
+        return out
+
+    with pytest.raises(AssertionError) as info:
+        check(wrong_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], compile=False)
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"tagged_ops.testing.check({ns}::wrong_out): 4 failure(s)"
+    assert len(lines) == 5 and all("reference: 'out' differs from the reference" in line for line in lines[1:])
+
+
+def test_plugin_device_fixture(tagged_ops_device: str) -> None:
+    assert tagged_ops_device in ("cpu", "cuda")
+    assert torch.empty(1, device=tagged_ops_device).device.type == tagged_ops_device
+
+
+EXAMPLE = ROOT / "examples" / "kernel_lib"
+
+
+@pytest.mark.parametrize("flags", [[], ["--tagged-ops-fallback"]], ids=["default", "fallback"])
+def test_example_project_runs_green(flags: list[str]) -> None:
+    env = dict(os.environ)
+    env.pop(tagged_ops.FALLBACK_ENV_VAR, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *flags],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    expected_path = "fallback" if flags or not tagged_ops.NATIVE_TAGS else "native"
+    assert f"kernel_lib ops take the {expected_path} path" in proc.stdout
+    assert re.search(r"\d+ passed", proc.stdout)
