@@ -16,22 +16,15 @@ from typing import Any, Callable, Sequence
 import torch
 
 from . import _capabilities as caps
-from ._signature import OpSignature, Param
+from ._signature import OpSignature, Param, join_params
 
-__all__ = ["generate"]
+__all__ = ["make_binder", "make_handle_call", "make_kernel_adapter"]
 
 _REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
 
 
 def _param_list(sig: OpSignature, order: Sequence[Param], defaults: dict[str, str]) -> str:
-    parts: list[str] = []
-    star = False
-    for p in order:
-        if p.keyword_only and not star:
-            parts.append("*")
-            star = True
-        parts.append(f"{p.name}={defaults[p.name]}" if p.name in defaults else p.name)
-    return ", ".join(parts)
+    return join_params(order, lambda p: f"{p.name}={defaults[p.name]}" if p.name in defaults else p.name)
 
 
 def _call_args(order: Sequence[Param]) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal, Sequence
 import torch
 from torch._library import infer_schema as _torch_infer_schema
 
-__all__ = ["Kind", "OpSignature", "Param", "infer_signature", "signature_from_schema"]
+__all__ = ["Kind", "OpSignature", "Param", "default_mutates_args", "infer_signature", "join_params", "signature_from_schema"]
 
 Kind = Literal["inplace", "out"]
 
@@ -101,7 +101,7 @@ class OpSignature:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""
         returns = [_alias_of(p.text) for p in self.mutated]
         ret = returns[0] if len(returns) == 1 else f"({', '.join(returns)})"
-        return f"{self.name}({_join(self.params)}) -> {ret}"
+        return f"{self.name}({join_params(self.params)}) -> {ret}"
 
     def fallback_params(self) -> tuple[Param, ...]:
         """Parameter order of the untagged op.
@@ -121,17 +121,18 @@ class OpSignature:
 
     def fallback_schema(self) -> str:
         """Schema of the untagged fallback op: mutates, returns nothing."""
-        return f"{self.name}({_join(self.fallback_params())}) -> ()"
+        return f"{self.name}({join_params(self.fallback_params())}) -> ()"
 
 
-def _join(params: Sequence[Param]) -> str:
+def join_params(params: Sequence[Param], render: Callable[[Param], str] = lambda p: p.text) -> str:
+    """A parameter list, schema or Python: ``render`` each, with ``*`` before the keyword-only ones."""
     parts: list[str] = []
     star = False
     for p in params:
         if p.keyword_only and not star:
             parts.append("*")
             star = True
-        parts.append(p.text)
+        parts.append(render(p))
     return ", ".join(parts)
 
 
