@@ -148,16 +148,50 @@ class TaggedOp:
     if caps.has_custom_op_method("register_torch_dispatch"):
 
         def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Callable[..., Any] | None = None, /) -> Any:
-            """As ``torch.library.register_torch_dispatch``; ``fn`` sees the registered op's arguments."""
-            return torch.library.register_torch_dispatch(
-                self._registration.qualname, torch_dispatch_class, fn, lib=self._registration.lib
-            )
+            """As ``CustomOpDef.register_torch_dispatch``: ``fn(mode, func, types, args, kwargs)``.
+
+            Write ``fn`` as for 2.13 (return what the op returns); on the fallback
+            path its return value is dropped, as the untagged op returns nothing.
+            ``args``/``kwargs`` are the registered op's (out buffers are positional
+            on the fallback path; see :attr:`schema`).
+            """
+
+            def inner(f: F) -> F:
+                rule: Callable[..., Any] = f
+                if not self.is_native:
+
+                    def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
+                        f(mode, func, types, args, kwargs)
+
+                torch.library.register_torch_dispatch(
+                    self._registration.qualname, torch_dispatch_class, rule, lib=self._registration.lib
+                )
+                return f
+
+            return inner if fn is None else inner(fn)
 
     if caps.has_custom_op_method("register_vmap"):
 
         def register_vmap(self, fn: Callable[..., Any] | None = None, /) -> Any:
-            """As ``torch.library.register_vmap``; ``fn`` sees the registered op's arguments."""
-            return torch.library.register_vmap(self._registration.qualname, fn, lib=self._registration.lib)
+            """As ``CustomOpDef.register_vmap``: ``fn(info, in_dims, *args, **kwargs) -> (output, out_dims)``.
+
+            Write ``fn`` as for 2.13; on the fallback path its output is dropped
+            (the untagged op returns nothing), so one rule serves both paths.
+            Arguments are the registered op's (see :attr:`schema`).
+            """
+
+            def inner(f: F) -> F:
+                rule: Callable[..., Any] = f
+                if not self.is_native:
+
+                    def rule(info: Any, in_dims: Any, *args: Any, **kwargs: Any) -> tuple[None, None]:
+                        f(info, in_dims, *args, **kwargs)
+                        return None, None
+
+                torch.library.register_vmap(self._registration.qualname, rule, lib=self._registration.lib)
+                return f
+
+            return inner if fn is None else inner(fn)
 
     if caps.has_custom_op_method("register_autocast"):
 

@@ -23,7 +23,6 @@ therefore tags, argument order and return); see ``_native.py`` and ``_fallback.p
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any, Callable, Sequence
 
 import torch
@@ -90,8 +89,7 @@ class Registration:
         self.lib = Library(sig.namespace, "FRAGMENT")
         self.lib.define(f"{opname}{schema[schema.index('('):]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
         self.op: torch._ops.OpOverload = getattr(getattr(torch.ops, sig.namespace), opname).default
-        self._kernel_keys: set[str] = set()
-        self._overrides: list[Library] = []
+        self._kernel_libs: dict[str, Library] = {}
         self._fake: Callable[..., Any] = make_kernel_adapter(
             sig, lambda *a, **k: None, self.schema_order, returns=returns, identity_error=None
         )
@@ -122,18 +120,14 @@ class Registration:
             identity_error=self._identity_error(fn),
             grad_error=self._direct_grad_error,
         )
-        opname = self.qualname.split("::", 1)[1]
-        if key not in self._kernel_keys:
-            self.lib.impl(opname, adapter, key)
-            self._kernel_keys.add(key)
-            return
-        # Library.impl refuses a second kernel for one key; a fresh fragment may
-        # override it (torch warns that it does, which is what the user asked for).
-        override = Library(self.sig.namespace, "FRAGMENT")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            override.impl(opname, adapter, key)
-        self._overrides.append(override)
+        # Each kernel lives in a fragment of its own: replacing it destroys that
+        # fragment first (older torch refuses a second Python kernel for a key).
+        previous = self._kernel_libs.pop(key, None)
+        if previous is not None:
+            previous._destroy()
+        fragment = Library(self.sig.namespace, "FRAGMENT")
+        fragment.impl(self.qualname.split("::", 1)[1], adapter, key)
+        self._kernel_libs[key] = fragment
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
         if self.lowering is not None:
@@ -207,7 +201,7 @@ class Registration:
         """Remove the op from the dispatcher, before the name is defined again."""
         if self.lowering is not None:
             self.lowering.destroy()
-        for lib in (*self._overrides, self.lib):
+        for lib in (*self._kernel_libs.values(), self.lib):
             lib._destroy()
         # torch.fx caches each schema's Python signature by (name, overload) only;
         # Inductor normalizes arguments with it. A redefinition with another

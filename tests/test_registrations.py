@@ -1,0 +1,84 @@
+"""register_kernel per device, and the optional register_* methods where this torch has them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor
+
+import tagged_ops
+from tagged_ops._capabilities import has_custom_op_method
+
+
+def _sin_(ns: str) -> tagged_ops.TaggedOp:
+    @tagged_ops.define_inplace(f"{ns}::sin_")
+    def sin_(x: Tensor) -> Tensor:
+        x.sin_()
+        return x
+
+    return sin_
+
+
+@pytest.mark.parametrize("name", ["register_torch_dispatch", "register_vmap", "register_autocast"])
+def test_optional_methods_exist_exactly_where_torch_has_them(path: str, ns: str, name: str) -> None:
+    assert hasattr(_sin_(ns), name) == has_custom_op_method(name)
+
+
+def test_register_kernel_for_one_device_overrides_the_default(path: str, ns: str) -> None:
+    op = _sin_(ns)
+
+    @op.register_kernel("cpu")
+    def _(x: Tensor) -> Tensor:
+        x.cos_()
+        return x
+
+    x = torch.randn(3)
+    expected = x.cos()
+    assert op(x) is x
+    torch.testing.assert_close(x, expected)
+    # registering again replaces it
+    op.register_kernel("cpu", lambda x: x.neg_())
+    y = torch.ones(2)
+    assert op(y) is y and torch.equal(y, -torch.ones(2))
+
+
+@pytest.mark.skipif(not has_custom_op_method("register_vmap"), reason="this torch has no register_vmap for custom ops")
+def test_register_vmap_one_rule_on_both_paths(path: str, ns: str) -> None:
+    op = _sin_(ns)
+    calls = []
+
+    @op.register_vmap
+    def _(info, in_dims, x):  # noqa: ANN001, ANN202 - torch's vmap-rule signature
+        calls.append(in_dims)
+        x.sin_()
+        return x, in_dims[0]
+
+    xs = torch.randn(3, 4)
+    expected = xs.sin()
+    torch.vmap(op)(xs)
+    torch.testing.assert_close(xs, expected)
+    assert calls == [(0,)]
+
+
+@pytest.mark.skipif(not has_custom_op_method("register_torch_dispatch"), reason="this torch has no register_torch_dispatch")
+def test_register_torch_dispatch_one_rule_on_both_paths(path: str, ns: str) -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    op = _sin_(ns)
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            return func(*args, **(kwargs or {}))
+
+    seen = []
+
+    @op.register_torch_dispatch(Mode)
+    def _(mode, func, types, args, kwargs):  # noqa: ANN001, ANN202
+        seen.append(func)
+        args[0].zero_()
+        return args[0]
+
+    x = torch.randn(3)
+    with Mode():
+        assert op(x) is x
+    assert torch.equal(x, torch.zeros(3)) and len(seen) == 1
