@@ -118,3 +118,25 @@ def test_compile_after_switching_path_in_one_process(ns: str, first: str, monkey
         else:
             monkeypatch.delenv(tagged_ops.FALLBACK_ENV_VAR, raising=False)
         compile_and_check()
+
+
+def test_failed_redefinition_leaves_old_handles_safe(path: str, ns: str) -> None:
+    old = _define(ns, "sin_")
+    # Refused while checking the definition: the old definition stays in place.
+    with pytest.raises(ValueError, match="Schema tagged with torch.Tag.inplace"):
+        tagged_ops.define_inplace(f"{ns}::apply_", lambda x: x, schema="(Tensor x) -> Tensor")
+    x = torch.zeros(2)
+    assert old(x) is x and torch.equal(x, torch.zeros(2))
+    # Refused while registering (the old op is already gone): old handles raise, never crash.
+    with pytest.raises(ValueError, match="unknown device type 'tpu'"):
+        tagged_ops.define_inplace(f"{ns}::apply_", _neg_, device_types="tpu")
+    with pytest.raises(RuntimeError, match=f"{ns}::apply_ was defined again and that definition failed"):
+        old(torch.randn(2))
+    _define(ns, "neg_")
+    x = torch.ones(2)
+    assert old(x) is x and torch.equal(x, -torch.ones(2))
+
+
+def _neg_(x: Tensor) -> Tensor:
+    x.neg_()
+    return x

@@ -209,6 +209,13 @@ def _device_list(device_types: DeviceTypes) -> list[str | None]:
     return list(device_types)
 
 
+def _defunct(name: str, cause: Exception) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{name} was defined again and that definition failed ({type(cause).__name__}: {cause}); define it again before calling it.")
+
+    return call
+
+
 def is_native(op: Any) -> bool:
     """Whether ``op`` (a handle from this package) was registered with native tags."""
     return isinstance(op, TaggedOp) and op.is_native
@@ -236,9 +243,19 @@ def _define(
     previous = _CURRENT.pop(name, None)
     if previous is not None:
         previous.destroy()
-    registration = register_native(sig) if native else register_fallback(sig)
-    for device_type in _device_list(device_types):
-        registration.set_kernel(device_type, fn)
+    try:
+        registration = register_native(sig) if native else register_fallback(sig)
+        try:
+            for device_type in _device_list(device_types):
+                registration.set_kernel(device_type, fn)
+        except Exception:
+            registration.destroy()  # leave the name free for the next attempt
+            raise
+    except Exception as e:
+        # Handles made earlier must never reach the destroyed op (2.13 can crash).
+        for old in _HANDLES.get(name, ()):
+            old._call = _defunct(name, e)
+        raise
     _CURRENT[name] = registration
     handle = TaggedOp(registration, native, fn)
     handles = _HANDLES.setdefault(name, weakref.WeakSet())

@@ -32,12 +32,16 @@ LOWERING_SUFFIX = "__untagged"
 def register_native(sig: OpSignature) -> Registration:
     tag = torch.Tag.inplace if sig.kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
     lowering = register_fallback(sig, opname=sig.name + LOWERING_SUFFIX)
-    return Registration(
-        sig,
-        opname=sig.name,
-        schema=sig.native_schema(),
-        schema_order=sig.params,
-        tags=(tag,),
-        returns=True,
-        lowering=lowering,
-    )
+    try:
+        return Registration(
+            sig,
+            opname=sig.name,
+            schema=sig.native_schema(),
+            schema_order=sig.params,
+            tags=(tag,),
+            returns=True,
+            lowering=lowering,
+        )
+    except Exception:
+        lowering.destroy()
+        raise
