@@ -56,7 +56,8 @@ class ResultsRecorder:
         report = outcome.get_result()
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             area, path = self._classify(item)
-            self.counts[area][path][report.outcome] += 1
+            outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome
+            self.counts[area][path][outcome] += 1
             if report.outcome == "failed":
                 self.failures.append(item.nodeid)
             if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
