@@ -114,3 +114,20 @@ def test_register_fake_warns_then_is_used(path: str, ns: str) -> None:
         sin_out(torch.empty(3, device="meta"), out=torch.empty(2, device="meta"))
     torch.compile(lambda x, o: sin_out(x, out=o), fullgraph=True)(torch.randn(3), torch.empty(3))
     assert len(calls) >= 3  # the compile trace used it too
+
+
+def test_register_fake_warning_points_at_the_callers_line(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::sin_")
+    def sin_(x: Tensor) -> Tensor:
+        x.sin_()
+        return x
+
+    with pytest.warns(UserWarning, match="unnecessary") as direct:
+        sin_.register_fake(lambda x: None)
+    with pytest.warns(UserWarning, match="unnecessary") as decorated:
+
+        @sin_.register_fake
+        def _(x: Tensor) -> None:
+            return None
+
+    assert direct[0].filename == __file__ and decorated[0].filename == __file__
