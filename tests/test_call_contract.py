@@ -199,3 +199,35 @@ def test_meta_tensors_use_the_fake_kernel(path: str, ns: str) -> None:
 
     o = torch.empty(3, device="meta")
     assert sin_out(torch.empty(3, device="meta"), out=o) is o
+
+
+def test_grad_check_sees_optional_and_list_tensor_arguments(path: str, ns: str) -> None:
+    from typing import List, Optional
+
+    @tagged_ops.define_out(f"{ns}::sum_out")
+    def sum_out(xs: List[Tensor], *, out: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+        torch.sum(torch.stack(xs), 0, out=out)
+        if bias is not None:
+            out.add_(bias)
+        return out
+
+    o = torch.zeros(2)
+    xs = [torch.ones(2), torch.ones(2)]
+    assert sum_out(xs, out=o) is o and torch.equal(o, torch.full((2,), 2.0))
+    for bad in ({"bias": torch.ones(2, requires_grad=True)}, {}):
+        inputs = xs if bad else [torch.ones(2), torch.ones(2, requires_grad=True)]
+        with pytest.raises(RuntimeError, match="functions with out=... arguments don't support automatic differentiation"):
+            sum_out(inputs, out=o, **bad)
+    assert torch.equal(o, torch.full((2,), 2.0))
+
+
+def test_inference_mode_calls(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::np_neg_")
+    def np_neg_(x: Tensor) -> Tensor:
+        np.negative(x.numpy(), out=x.numpy())
+        return x
+
+    with torch.inference_mode():
+        x = torch.ones(2)
+        assert np_neg_(x) is x
+    assert torch.equal(x, -torch.ones(2))
