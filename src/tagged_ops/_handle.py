@@ -42,8 +42,7 @@ class TaggedOp:
     _registration: Registration
     _call: Callable[..., Any]
 
-    def __init__(self, registration: Registration, native: bool, fn: Callable[..., Any]) -> None:
-        self._native = native
+    def __init__(self, registration: Registration, fn: Callable[..., Any]) -> None:
         self._init_fn = fn
         self._point_at(registration)
         self.__name__ = registration.sig.name
@@ -83,7 +82,7 @@ class TaggedOp:
     @property
     def is_native(self) -> bool:
         """Registered with the native ``torch.Tag.inplace`` / ``torch.Tag.out``."""
-        return self._native
+        return self._registration.tagged
 
     @property
     def opoverload(self) -> torch._ops.OpOverload:
@@ -256,11 +255,10 @@ def _define(
             old._call = _defunct(name, e)
         raise
     _CURRENT[name] = registration
-    handle = TaggedOp(registration, native, fn)
+    handle = TaggedOp(registration, fn)
     handles = _HANDLES.setdefault(name, weakref.WeakSet())
     for old in handles:
         old._point_at(registration)
-        old._native = native
     handles.add(handle)
     return handle
 

@@ -85,6 +85,7 @@ class Registration:
         self.lowering = lowering
         self.schema_order = tuple(schema_order)
         self.returns = returns
+        self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
         self.qualname = f"{sig.namespace}::{opname}"
         self.lib = Library(sig.namespace, "FRAGMENT")
         self.lib.define(f"{opname}{schema[schema.index('('):]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
