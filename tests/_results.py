@@ -22,6 +22,8 @@ import tagged_ops
 
 AREAS = {
     "test_definition_errors": "eager",
+    "test_capabilities": "eager",
+    "test_registrations": "eager",
     "test_call_contract": "eager",
     "test_autograd": "eager",
     "test_annotations": "eager",

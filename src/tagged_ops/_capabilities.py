@@ -17,10 +17,15 @@ import torch
 __all__ = [
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
+    "any_requires_grad",
+    "bump_versions",
     "fallback_forced",
     "has_custom_op_method",
+    "is_dynamo_compiling",
     "is_exporting",
     "opcheck_accepts_tolerances",
+    "separate_fallback_compile_caches",
+    "use_native_tags",
 ]
 
 FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"

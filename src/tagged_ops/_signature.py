@@ -324,7 +324,8 @@ def infer_signature(
 def signature_from_schema(fn: Callable[..., Any], qualname: str, kind: Kind, schema: str) -> OpSignature:
     """Build the signature from an explicit ``schema=`` string, checked like 2.13 does."""
     name = qualname.split("::", 1)[1]
-    text = schema if schema.lstrip().startswith("(") is False else f"{name}{schema.strip()}"
+    # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
+    text = f"{name}{schema.strip()}" if schema.lstrip().startswith("(") else schema.strip()
     parsed = torch._C.parse_schema(text)
     _check_tagged_schema(parsed, kind)
     # Keep each argument's own text, so the fallback schema says what the user wrote.

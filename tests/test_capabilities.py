@@ -1,0 +1,54 @@
+"""The capability probe detects features, never version strings."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+import tagged_ops
+from tagged_ops import _capabilities as caps
+
+
+def test_native_tags_means_both_tags_and_tag_aware_registration() -> None:
+    expected = (
+        hasattr(torch.Tag, "inplace")
+        and hasattr(torch.Tag, "out")
+        and hasattr(torch.library, "infer_schema")
+        and "tags" in __import__("inspect").signature(torch.library.infer_schema).parameters
+    )
+    assert tagged_ops.NATIVE_TAGS is expected
+
+
+def test_out_variant_of_2_10_to_2_12_is_not_the_2_13_tag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "Tag", types.SimpleNamespace(out_variant=object(), pt2_compliant_tag=object()))
+    assert caps._probe_native_tags() is False
+
+
+def test_tags_without_tag_aware_schema_inference_are_not_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "Tag", types.SimpleNamespace(inplace=object(), out=object()))
+
+    def infer_schema(prototype_function, /, *, mutates_args, op_name=None):  # noqa: ANN001, ANN202 - 2.5-2.12's signature
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(torch.library, "infer_schema", infer_schema, raising=False)
+    assert caps._probe_native_tags() is False
+
+
+def test_version_string_is_never_consulted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "__version__", "2.99.0a0+gitdeadbeef")
+    assert caps._probe_native_tags() is tagged_ops.NATIVE_TAGS
+
+
+@pytest.mark.parametrize(("value", "forced"), [("1", True), ("true", True), ("0", False), ("", False), ("no", False)])
+def test_fallback_switch(monkeypatch: pytest.MonkeyPatch, value: str, forced: bool) -> None:
+    monkeypatch.setenv(caps.FALLBACK_ENV_VAR, value)
+    assert caps.fallback_forced() is forced
+    assert caps.use_native_tags() is (tagged_ops.NATIVE_TAGS and not forced)
+
+
+def test_bump_versions_bumps_every_tensor() -> None:
+    a, b = torch.zeros(1), torch.zeros(1)
+    caps.bump_versions((a, b))
+    assert a._version == 1 and b._version == 1
