@@ -5,7 +5,7 @@
     nox -s "tests-2.4.1"                # one release; extra pytest args after --:
     nox -s "tests-2.4.1" -- -k compile
     nox -t matrix                       # all twelve releases, results into results/
-    nox -s tests-installed              # the torch already in this interpreter, nothing installed
+    python -m nox -s tests-installed    # the torch of this python, nothing installed
     nox -s compat_matrix                # regenerate compat_matrix.md from results/*.json
     nox -s compat_matrix -- --check     # fail if compat_matrix.md is stale
 

@@ -167,7 +167,7 @@ pip install nox uv
 nox -s tests-2.4.1                 # one release: installs torch 2.4.1 with uv, runs the suite, writes results/2.4.1.json
 nox -s compat_matrix               # regenerate this file
 ```
-On a GPU machine whose torch is already installed: `TAGGED_OPS_REQUIRE_CUDA=1 nox -s tests-installed`
+On a GPU machine whose torch is already installed: `TAGGED_OPS_REQUIRE_CUDA=1 python -m nox -s tests-installed`
 (writes `results/installed-<torch>-cuda.json`, which fills the CUDA column)."""
 
 
