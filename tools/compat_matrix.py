@@ -79,6 +79,12 @@ def _methods(result: dict[str, Any]) -> str:
     return ", ".join(sorted(methods))
 
 
+def _bench_files(kind: str) -> list[Path]:
+    """results/bench/<kind>-<release>.json, oldest release first."""
+    files = (RESULTS / "bench").glob(f"{kind}-*.json")
+    return sorted(files, key=lambda p: [int(x) for x in p.stem.removeprefix(f"{kind}-").split(".")])
+
+
 def generate() -> str:
     def order(p: Path) -> tuple[list[int], str]:
         version, _, variant = p.stem.partition("-")
@@ -122,7 +128,7 @@ def generate() -> str:
     if not cuda_runs:
         lines += ["", "**CUDA: not run.** No run of this matrix had a GPU; every CUDA cell above says so."]
     lines += ["", REPRODUCE, "", "## Eager overhead (benchmarks/eager_overhead.py)", ""]
-    bench = sorted((RESULTS / "bench").glob("eager-*.json"), key=lambda p: [int(x) for x in p.stem[6:].split(".")])
+    bench = _bench_files("eager")
     if not bench:
         lines.append("not run")
     else:
@@ -139,7 +145,7 @@ def generate() -> str:
                 f"{us['tagged_ops out=']} / {us[base + ' out=']} | {b['ratio_inplace']} | {b['ratio_out']} | {us['Library.define + Python kernel']} |"
             )
     lines += ["", "## Compiled buffers (benchmarks/compiled_buffers.py)", ""]
-    compiled = sorted((RESULTS / "bench").glob("compiled-*.json"), key=lambda p: [int(x) for x in p.stem[9:].split(".")])
+    compiled = _bench_files("compiled")
     if not compiled:
         lines.append("not run")
     else:
