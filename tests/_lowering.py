@@ -6,7 +6,7 @@ input; (e) ``y = x + 1``, in-place on ``y``, return ``y * 2``.
 
 Lowerings: tagged_ops (whatever path it takes), and raw ``torch.library``
 ops written by hand in the same process: the natively tagged ``custom_op``
-(where torch has tags) and the untagged ``custom_op`` plus a returning wrapper.
+(where torch has tags) and the untagged ``custom_op`` (``Library.define`` before 2.4) plus a returning wrapper.
 Used by tests/test_lowering.py (counts) and benchmarks/compiled_buffers.py (timings).
 No ``from __future__ import annotations`` here: the raw ops go through torch 2.4's
 own schema inference, which rejects string annotations.
@@ -37,6 +37,23 @@ class Counts:
         return f"{self.kernels} kernels / {self.allocations} allocations / {self.copies} copies"
 
 
+_KEEP: list[torch.library.Library] = []
+
+
+def _raw_untagged(qualname: str, schema: str, mutates: tuple[str, ...], kernel: Callable[..., None]) -> Callable[..., None]:
+    """An untagged mutable op as a user writes it by hand: custom_op (2.4+), else Library.define (2.2/2.3)."""
+    custom_op = getattr(torch.library, "custom_op", None)
+    if custom_op is not None:
+        return custom_op(qualname, mutates_args=mutates)(kernel)  # type: ignore[no-any-return]
+    ns, name = qualname.split("::")
+    lib = torch.library.Library(ns, "FRAGMENT")
+    lib.define(name + schema)
+    lib.impl(name, kernel, "CompositeExplicitAutograd")
+    torch.library.impl_abstract(qualname, lambda *args: None, lib=lib)
+    _KEEP.append(lib)
+    return getattr(getattr(torch.ops, ns), name).default  # type: ignore[no-any-return]
+
+
 def lowerings(ns: str) -> dict[str, tuple[Op, Op]]:
     """name -> (in-place op taking x, out= op taking x and out=)."""
     result: dict[str, tuple[Op, Op]] = {}
@@ -53,13 +70,14 @@ def lowerings(ns: str) -> dict[str, tuple[Op, Op]]:
 
     result["tagged_ops"] = (mul_, mul_out)
 
-    @torch.library.custom_op(f"{ns}::raw_mul_", mutates_args=("x",))
     def raw_mul_(x: Tensor) -> None:
         x.mul_(3.0)
 
-    @torch.library.custom_op(f"{ns}::raw_mul_out", mutates_args=("out",))
     def raw_mul_out(x: Tensor, out: Tensor) -> None:
         torch.mul(x, 3.0, out=out)
+
+    raw_mul_ = _raw_untagged(f"{ns}::raw_mul_", "(Tensor(a!) x) -> ()", ("x",), raw_mul_)
+    raw_mul_out = _raw_untagged(f"{ns}::raw_mul_out", "(Tensor x, Tensor(a!) out) -> ()", ("out",), raw_mul_out)
 
     def untagged_inplace(x: Tensor) -> Tensor:
         raw_mul_(x)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import torch
 
+import tagged_ops
+
 from . import _postponed_ops
 
 
 def test_postponed_annotations_define_and_run(path: str, ns: str) -> None:
     scale_, gather_out = _postponed_ops.define(ns)
-    assert "float[]? factors=None" in scale_.schema and "SymInt repeat=1" in scale_.schema
-    assert "Tensor? bias=None" in scale_.schema
+    # 2.2's fallback schema leaves defaults out (caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION); the handle keeps them.
+    defaults = scale_.is_native or tagged_ops._capabilities.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION
+    d = (lambda text: text) if defaults else (lambda text: text.split("=")[0])
+    assert d("float[]? factors=None") in scale_.schema and d("SymInt repeat=1") in scale_.schema
+    assert d("Tensor? bias=None") in scale_.schema
     x = torch.ones(2, 3)
     assert scale_(x, [1.0, 2.0, 3.0], 2) is x
     assert torch.equal(x[0], torch.tensor([1.0, 4.0, 9.0]))
@@ -24,4 +29,4 @@ def test_postponed_annotations_define_and_run(path: str, ns: str) -> None:
     assert gather_out(src, [0, 0], out=o, bias=torch.ones(2)) is o
     assert torch.equal(o, torch.ones(2))
     # only the Tensor-annotated keyword-only parameter is an out buffer
-    assert "Tensor? bias=None" in gather_out.schema  # no alias annotation: not mutated
+    assert d("Tensor? bias=None") in gather_out.schema  # no alias annotation: not mutated

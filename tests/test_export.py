@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import Tensor
 
+import tagged_ops
 from tagged_ops._selfcheck import SinOps, define_sin_ops
 
 _STRICT = [False, True] if "strict" in inspect.signature(torch.export.export).parameters else [None]
@@ -47,10 +48,53 @@ def test_export_matches_eager(ops: SinOps, strict: bool | None) -> None:
     torch.testing.assert_close(module.state, eager.state)
     torch.testing.assert_close(module.scratch, eager.scratch)
     # The program calls our ops (which op on which release: compat_matrix.md).
-    assert f"torch.ops.{ops.sin_.qualname.replace('::', '.')}" in ep.graph_module.code
-    assert f"torch.ops.{ops.sin_out.qualname.replace('::', '.')}" in ep.graph_module.code
+    assert _recorded(ops.sin_, strict) in ep.graph_module.code
+    assert _recorded(ops.sin_out, strict) in ep.graph_module.code
     # Functionalized (the inference IR), it records both buffer mutations and still matches.
-    functional = ep.run_decompositions() if hasattr(ep, "run_decompositions") else ep
+    try:
+        functional = ep.run_decompositions() if hasattr(ep, "run_decompositions") else ep
+    except AssertionError as e:
+        if strict is False and "FunctionalTensorMode" in str(e) and _raw_op_fails_to_decompose():
+            pytest.xfail(
+                f"torch {torch.__version__}: run_decompositions() of a non-strict export cannot retrace "
+                "auto_functionalized; a raw Library.define op fails the same (compat_matrix.md)"
+            )
+        raise
     assert {"state", "scratch"} <= set(functional.graph_signature.buffers_to_mutate.values())
     fresh = copy.deepcopy(eager)
     torch.testing.assert_close(functional.module()(x), fresh(x))
+
+
+def _recorded(op: tagged_ops.TaggedOp, strict: bool | None) -> str:
+    """The op an exported program calls: the registered one, except strict export
+    (Dynamo) where Inductor cannot lower mutable ops (2.2), which records the functional twin."""
+    name = f"torch.ops.{op.qualname.replace('::', '.')}"
+    if strict is not False and not tagged_ops._capabilities.compiler_lowers_mutable_ops():
+        return f"{name}__functional.default"
+    return f"{name}.default"
+
+
+def _raw_op_fails_to_decompose() -> bool:
+    """Whether the same non-strict export + run_decompositions fails for a hand-written untagged op."""
+    lib = torch.library.Library("tagged_ops_export_probe", "FRAGMENT")
+    try:
+        lib.define("sin_(Tensor(a!) x) -> ()")
+        lib.impl("sin_", lambda x: x.sin_(), "CompositeExplicitAutograd")
+        torch.library.impl_abstract("tagged_ops_export_probe::sin_", lambda x: None, lib=lib)
+
+        class Raw(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.register_buffer("state", torch.randn(4))
+
+            def forward(self, x: Tensor) -> Tensor:
+                torch.ops.tagged_ops_export_probe.sin_(self.state)
+                return x + self.state
+
+        try:
+            torch.export.export(Raw(), (torch.randn(4),), strict=False).run_decompositions()
+        except AssertionError as e:
+            return "FunctionalTensorMode" in str(e)
+        return False
+    finally:
+        tagged_ops._capabilities.destroy_library(lib)

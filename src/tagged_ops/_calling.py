@@ -11,16 +11,23 @@ names the op (the functions are named after its qualified name).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
 from . import _capabilities as caps
 from ._signature import OpSignature, Param, join_params
 
+if TYPE_CHECKING:
+    from ._functional import FunctionalTwin
+
 __all__ = ["make_binder", "make_handle_call", "make_kernel_adapter"]
 
 _REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
+
+
+def _same_tensor(a: Any, b: torch.Tensor) -> bool:
+    return a is b or (isinstance(a, torch.Tensor) and a._cdata == b._cdata)
 
 
 def _param_list(sig: OpSignature, order: Sequence[Param], defaults: dict[str, str]) -> str:
@@ -63,6 +70,7 @@ def make_handle_call(
     autograd_call: Callable[..., None],
     *,
     lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
+    functional: FunctionalTwin | None = None,
 ) -> Callable[..., Any]:
     """The handle's call: user's signature in, the mutated tensor(s) out.
 
@@ -70,7 +78,9 @@ def make_handle_call(
     ``OpOverload.__call__``, a Python frame); calls under autograd take
     ``autograd_call``. Dynamo needs the OpOverload itself to put it in the
     graph; where a ``lowering`` op is given, torch.compile (but not
-    torch.export) records that one instead (see ``_native.py``).
+    torch.export) records that one instead (see ``_native.py``). Where the
+    compiler cannot lower a mutating op, compiled code calls the
+    ``functional`` twin and copies its results in (see ``_functional.py``).
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -91,6 +101,24 @@ def make_handle_call(
             f"            _op({args})\n"
             f"        else:\n"
             f"            _lowering({_call_args(lowering[1])})\n"
+        )
+    if functional is not None:
+        twin = functional
+
+        def twin_needed() -> bool:
+            return twin.needed()
+
+        ns.update(_twin=twin, _twin_needed=caps.assume_constant_under_compile(twin_needed))
+        mutated = [p.name for p in sig.mutated]
+        copies = "".join(
+            f"            {n}.copy_(_r{'' if len(mutated) == 1 else f'[{i}]'})\n" for i, n in enumerate(mutated)
+        )
+        compiled = (
+            f"        if _twin_needed():\n"
+            f"            _r = _twin.op({args})\n"
+            f"{copies}"
+            f"        else:\n"
+            f"    {compiled}"
         )
     source = (
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
@@ -142,6 +170,7 @@ def make_kernel_adapter(
         _grad_enabled=torch.is_grad_enabled,
         _any_requires_grad=caps.any_requires_grad,
         _bump=caps.bump_versions,
+        _same_tensor=_same_tensor,
     )
     # Schema order may put out buffers behind defaulted parameters; give them a
     # placeholder default so the def is valid (the dispatcher always passes them).
@@ -161,10 +190,12 @@ def make_kernel_adapter(
     lines.append(f"    _r = _fn({_call_args(sig.params)})")
     if identity_error is not None:
         mutated = [p.name for p in sig.mutated]
+        # "is", or the same tensor behind another Python object: on 2.2 an
+        # in-place method called inside a kernel returns a new wrapper.
         if len(mutated) == 1:
-            lines.append(f"    if _r is not {mutated[0]}:")
+            lines.append(f"    if _r is not {mutated[0]} and not _same_tensor(_r, {mutated[0]}):")
         else:
-            checks = " and ".join(f"_r[{i}] is {n}" for i, n in enumerate(mutated))
+            checks = " and ".join(f"_same_tensor(_r[{i}], {n})" for i, n in enumerate(mutated))
             lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
         lines.append("        raise _error()")
     if grad_error is not None:

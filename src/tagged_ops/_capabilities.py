@@ -8,9 +8,10 @@ nightly builds (``2.13.0+cpu``, ``2.14.0a0+git...``) defeat string comparisons.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -18,12 +19,20 @@ __all__ = [
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
     "any_requires_grad",
+    "assume_constant_under_compile",
+    "compiler_lowers_mutable_ops",
+    "destroy_library",
+    "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
     "bump_versions",
     "fallback_forced",
     "has_custom_op_method",
     "is_dynamo_compiling",
     "is_exporting",
     "opcheck_accepts_tolerances",
+    "parse_return",
+    "register_fake",
+    "schema_param_types",
+    "torch_opcheck",
     "separate_fallback_compile_caches",
     "use_native_tags",
 ]
@@ -103,9 +112,88 @@ def has_custom_op_method(name: str) -> bool:
     return _CUSTOM_OP_DEF is not None and hasattr(_CUSTOM_OP_DEF, name)
 
 
+def _probe_torch_opcheck() -> Callable[..., dict[str, str]]:
+    public = getattr(torch.library, "opcheck", None)
+    if public is not None:
+        return public  # type: ignore[no-any-return]
+
+    # 2.2/2.3 ship the same checks under torch.testing (it needs expecttest,
+    # a test dependency), so import it only when someone asks for opcheck.
+    def internal_opcheck(*args: Any, **kwargs: Any) -> dict[str, str]:
+        try:
+            optests = importlib.import_module("torch.testing._internal.optests")
+        except ImportError as e:
+            raise ImportError(
+                f"tagged_ops.opcheck on torch {torch.__version__} uses torch.testing._internal.optests, "
+                f"which needs the 'expecttest' package: pip install expecttest ({e})"
+            ) from e
+        return optests.opcheck(*args, **kwargs)  # type: ignore[no-any-return]
+
+    return internal_opcheck
+
+
+#: ``torch.library.opcheck`` (2.4+), or its 2.2/2.3 original in ``torch.testing._internal.optests``.
+torch_opcheck: Callable[..., dict[str, str]] = _probe_torch_opcheck()
+
+
 def opcheck_accepts_tolerances() -> bool:
     """``torch.library.opcheck(..., atol=, rtol=)`` exists (newer releases only)."""
-    return _accepts_keyword(torch.library.opcheck, "atol")
+    return _accepts_keyword(torch_opcheck, "atol")
+
+
+def _schema_inference() -> Any:
+    # The annotation -> schema-type table and return parsing behind custom_op's
+    # schema inference: torch._library.infer_schema from 2.4, torch._custom_op.impl before.
+    for name in ("torch._library.infer_schema", "torch._custom_op.impl"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "SUPPORTED_PARAM_TYPES") and hasattr(module, "parse_return"):
+            return module
+    raise ImportError(f"tagged_ops: torch {torch.__version__} has no custom-op schema inference (needs torch 2.2+)")
+
+
+_SCHEMA_INFERENCE = _schema_inference()
+#: Annotation -> schema type, as torch's own schema inference accepts them.
+schema_param_types: Mapping[Any, str] = _SCHEMA_INFERENCE.SUPPORTED_PARAM_TYPES
+#: ``parse_return(annotation, error_fn) -> str``: torch's own return-type parsing.
+parse_return: Callable[[Any, Callable[[str], Any]], str] = _SCHEMA_INFERENCE.parse_return
+
+
+def destroy_library(lib: torch.library.Library) -> None:
+    """Remove everything ``lib`` registered, so the same op and keys can be registered again.
+
+    On 2.2/2.3 ``Library._destroy`` leaves the library's Python kernels in
+    torch.library's module-wide bookkeeping until it is garbage collected, and
+    a new kernel for the same op and key is refused ("already a kernel
+    registered from python"); drop them from it here.
+    """
+    lib._destroy()
+    # 2.2 also keeps the cached torch.ops.<ns>.<name> packet, whose overloads
+    # point at the destroyed operator (calling it crashes); drop it as 2.3+ does.
+    for qualname in getattr(lib, "_op_defs", ()):
+        ns, name = qualname.split("::", 1)
+        namespace = getattr(torch.ops, ns, None)
+        if namespace is not None and name.split(".")[0] in namespace.__dict__:
+            delattr(namespace, name.split(".")[0])
+    for registry, mine in (("_impls", "_op_impls"), ("_defs", "_op_defs")):
+        known, owned = getattr(torch.library, registry, None), getattr(lib, mine, None)
+        if isinstance(known, set) and isinstance(owned, set):
+            known -= owned
+            owned.clear()
+
+
+def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:
+    """Register ``fn`` as the op's fake (meta) kernel, owned by ``lib``.
+
+    ``Library._register_fake`` from 2.4; ``torch.library.impl_abstract`` on 2.2/2.3
+    (same behaviour under its older name).
+    """
+    if hasattr(lib, "_register_fake"):
+        lib._register_fake(qualname.split("::", 1)[1], fn)
+    else:
+        torch.library.impl_abstract(qualname, fn, lib=lib)
 
 
 _is_exporting_fn: Callable[[], bool] | None = getattr(torch.compiler, "is_exporting", None)
@@ -155,4 +243,56 @@ any_requires_grad: Callable[..., bool] = _any_requires_grad_c or _any_requires_g
 
 #: True only while Dynamo traces (it constant-folds this call); a plain
 #: function returning False in eager, so the hot path pays next to nothing.
-is_dynamo_compiling: Callable[[], bool] = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
+is_dynamo_compiling: Callable[[], bool] = (
+    getattr(torch.compiler, "is_dynamo_compiling", None)
+    or getattr(torch.compiler, "is_compiling", None)
+    or torch._utils.is_compiling  # 2.2: the one Dynamo constant-folds there
+)
+
+
+def compiler_lowers_mutable_ops() -> bool:
+    """Whether Inductor compiles a mutating custom op (``auto_functionalized``).
+
+    AOTAutograd turns every mutating op into ``auto_functionalized`` (2.2+), but
+    Inductor lowers that only from 2.3; 2.2 fails with "auto_functionalized is
+    not an OpOverload". Asked only while Dynamo traces (importing Inductor takes
+    seconds), never on the eager path.
+    """
+    global _LOWERS_MUTABLE_OPS
+    if _LOWERS_MUTABLE_OPS is None:
+        lowering = importlib.import_module("torch._inductor.lowering")
+        hop = getattr(_auto_functionalize_module(), "auto_functionalized", None)
+        _LOWERS_MUTABLE_OPS = hop is not None and hop in lowering.lowerings
+    return _LOWERS_MUTABLE_OPS
+
+
+_LOWERS_MUTABLE_OPS: bool | None = None
+
+#: Mark a no-argument function so that Dynamo calls it while tracing and treats
+#: the result as a constant (instead of tracing into it).
+assume_constant_under_compile: Callable[[Callable[[], Any]], Callable[[], Any]] = torch.compiler.assume_constant_result
+
+
+def _auto_functionalize_module() -> Any:
+    try:
+        return importlib.import_module("torch._higher_order_ops.auto_functionalize")
+    except ImportError:
+        return None
+
+
+def _probe_defaults_survive_functionalization() -> bool:
+    # 2.2's auto_functionalized(op, mutated_args_names, kwargs) rebuilds the
+    # arguments by schema position, but the dispatcher drops trailing arguments
+    # equal to their default: a mutable op called with a default value then fails
+    # under functionalization (opcheck's AOT test, torch.ops calls in compiled
+    # code) with IndexError. 2.3 made it auto_functionalized(op, **kwargs) and
+    # fills in defaults.
+    module = _auto_functionalize_module()
+    if module is None:
+        return True
+    return not _accepts_keyword(type(module.auto_functionalized).__call__, "mutated_args_names")
+
+
+#: Whether an untagged op's schema may carry defaults (False on 2.2: the
+#: fallback schema then leaves them out, and the handle always passes them).
+SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION: bool = _probe_defaults_survive_functionalization()

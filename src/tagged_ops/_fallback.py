@@ -9,6 +9,7 @@ returns the mutated tensors, so callers see the 2.13 contract.
 
 from __future__ import annotations
 
+from . import _capabilities as caps
 from ._registration import Registration
 from ._signature import OpSignature
 
@@ -19,7 +20,9 @@ def register_fallback(sig: OpSignature, *, opname: str | None = None) -> Registr
     return Registration(
         sig,
         opname=opname or sig.name,
-        schema=sig.fallback_schema(),
+        # 2.2 cannot functionalize a call that relies on a schema default (see
+        # caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION); the handle passes every argument.
+        schema=sig.fallback_schema(defaults=caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION),
         schema_order=sig.fallback_params(),
         tags=(),
         returns=False,

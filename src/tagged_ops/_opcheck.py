@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import torch
-
 from . import _capabilities as caps
 from ._handle import TaggedOp
 
@@ -47,6 +45,6 @@ def opcheck(
                 "leave them unset on this release."
             )
         extra = {"atol": atol, "rtol": rtol}
-    return torch.library.opcheck(
+    return caps.torch_opcheck(
         op.opoverload, op_args, op_kwargs, test_utils=test_utils, raise_exception=raise_exception, **extra
     )

@@ -29,7 +29,9 @@ import torch
 import torch.fx.operator_schemas
 from torch.library import Library, fallthrough_kernel
 
+from . import _capabilities as caps
 from ._calling import make_binder, make_handle_call, make_kernel_adapter
+from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param
 
 __all__ = ["Registration", "dispatch_key_for"]
@@ -94,15 +96,18 @@ class Registration:
         self._fake: Callable[..., Any] = make_kernel_adapter(
             sig, lambda *a, **k: None, self.schema_order, returns=returns, identity_error=None
         )
-        self.lib._register_fake(opname, self._fake_dispatch)
+        caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
         self._messages()
+        # Untagged ops get a functional twin for compilers that cannot lower them (2.2).
+        self.functional = None if tags else FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
         self.call = make_handle_call(
             sig,
             self.op,
             self.schema_order,
             self.autograd_call,
             lowering=None if lowering is None else (lowering.op, lowering.schema_order),
+            functional=self.functional if lowering is None else None,
         )
         self.bind = make_binder(sig, self.schema_order)
 
@@ -125,7 +130,7 @@ class Registration:
         # fragment first (older torch refuses a second Python kernel for a key).
         previous = self._kernel_libs.pop(key, None)
         if previous is not None:
-            previous._destroy()
+            caps.destroy_library(previous)
         fragment = Library(self.sig.namespace, "FRAGMENT")
         fragment.impl(self.qualname.split("::", 1)[1], adapter, key)
         self._kernel_libs[key] = fragment
@@ -202,8 +207,10 @@ class Registration:
         """Remove the op from the dispatcher, before the name is defined again."""
         if self.lowering is not None:
             self.lowering.destroy()
+        if self.functional is not None:
+            self.functional.destroy()
         for lib in (*self._kernel_libs.values(), self.lib):
-            lib._destroy()
+            caps.destroy_library(lib)
         # torch.fx caches each schema's Python signature by (name, overload) only;
         # Inductor normalizes arguments with it. A redefinition with another
         # schema (native <-> fallback) must not see the old one.

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 import torch
-from torch._library import infer_schema as _torch_infer_schema
+
+from . import _capabilities as caps
 
 __all__ = ["Kind", "OpSignature", "Param", "default_mutates_args", "infer_signature", "join_params", "signature_from_schema"]
 
@@ -119,9 +120,15 @@ class OpSignature:
         rest = [p for p in self.params if p.keyword_only and not p.mutated]
         return (*required, *outs, *defaulted, *rest)
 
-    def fallback_schema(self) -> str:
-        """Schema of the untagged fallback op: mutates, returns nothing."""
-        return f"{self.name}({join_params(self.fallback_params())}) -> ()"
+    def fallback_schema(self, *, defaults: bool = True) -> str:
+        """Schema of the untagged fallback op: mutates, returns nothing.
+
+        ``defaults=False`` leaves the parameters' default values out of it.
+        """
+        params = self.fallback_params()
+        if not defaults:
+            params = tuple(Param(p.name, p.keyword_only, p.is_plain_tensor, p.mutated, p.text.split("=", 1)[0]) for p in params)
+        return f"{self.name}({join_params(params)}) -> ()"
 
 
 def join_params(params: Sequence[Param], render: Callable[[Param], str] = lambda p: p.text) -> str:
@@ -167,17 +174,18 @@ def _resolve(annotation: Any, fn: Callable[..., Any], error: Callable[[str], Any
     return annotation
 
 
-def _normalize(annotation: Any) -> Any:
+def _normalize(annotation: Any, *, list_as: Any = typing.List) -> Any:  # noqa: UP006
     """Spell builtin generics the way every release's type table does.
 
-    Older releases list only ``typing.List[int]`` / ``typing.Optional[...]``;
-    ``list[int]``, ``collections.abc.Sequence[int]`` and ``int | None`` mean the same.
+    Older releases list only ``typing.List[int]`` / ``typing.Optional[...]``
+    (2.2/2.3: only ``typing.Sequence[int]``, hence ``list_as``); ``list[int]``,
+    ``collections.abc.Sequence[int]`` and ``int | None`` mean the same.
     """
     origin = typing.get_origin(annotation)
     if origin is None:
         return annotation
-    args: Any = tuple(_normalize(a) for a in typing.get_args(annotation))
-    generic: Any = {list: typing.List, collections.abc.Sequence: typing.Sequence}.get(origin)  # noqa: UP006
+    args: Any = tuple(_normalize(a, list_as=list_as) for a in typing.get_args(annotation))
+    generic: Any = {list: list_as, collections.abc.Sequence: typing.Sequence}.get(origin)
     if origin in (typing.Union, types.UnionType):
         generic = typing.Union
     return generic[args] if generic is not None else annotation
@@ -247,7 +255,7 @@ def infer_signature(
     else:
         mutates = tuple(mutates_args)
 
-    supported = _torch_infer_schema.SUPPORTED_PARAM_TYPES
+    supported = caps.schema_param_types
     params: list[Param] = []
     first_positional: tuple[str, str] | None = None  # (name, schema type)
     for idx, (name, p) in enumerate(sig.parameters.items()):
@@ -258,6 +266,8 @@ def infer_signature(
         annotation = _resolve(p.annotation, fn, error)
         if annotation not in supported:
             annotation = _normalize(annotation)
+        if annotation not in supported:
+            annotation = _normalize(annotation, list_as=typing.Sequence)  # 2.2/2.3 list only Sequence[...]
         if annotation not in supported:
             error(
                 f"Parameter {name} has unsupported type {p.annotation}. "
@@ -316,7 +326,8 @@ def infer_signature(
             error(f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {tuple(outs)}.")
     elif ret is inspect.Parameter.empty:  # older releases word this one differently
         error("No return type annotation was provided. Please add one.")
-    elif _torch_infer_schema.parse_return(_normalize(ret), error) != "Tensor":
+    elif ret is None or ret is type(None) or caps.parse_return(_normalize(ret), error) != "Tensor":
+        # (2.2/2.3's parse_return refuses None itself, with other words)
         error(f"{tag} requires the return annotation to be torch.Tensor.")
     return OpSignature(qualname, kind, tuple(params), sig)
 

@@ -1,0 +1,100 @@
+"""The compile lowering where Inductor cannot compile a mutating custom op (torch 2.2).
+
+AOTAutograd turns a mutating op into ``auto_functionalized`` on 2.2 already,
+but only 2.3's Inductor lowers it (2.2 fails with "auto_functionalized is not
+an OpOverload"). There the handle, under ``torch.compile``, calls a functional
+twin, ``torch.ops.<ns>.<name>__functional``: the same arguments, no mutation,
+and it returns fresh tensors holding what the op would write. The handle then
+``copy_``s them into the user's tensors, which every compiler lowers. Results
+are exact; the price is one extra buffer and one copy per mutated tensor.
+
+The twin is defined lazily, the first time Dynamo traces the op on such a
+release, so nothing changes where the compiler lowers mutating ops itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import torch
+from torch.library import Library, fallthrough_kernel
+
+from . import _capabilities as caps
+from ._signature import OpSignature, Param, join_params
+
+__all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
+
+FUNCTIONAL_SUFFIX = "__functional"
+_ALIAS = re.compile(r"^Tensor\(a\d+!\)")
+
+
+class FunctionalTwin:
+    """Defines ``<ns>::<name>__functional`` for one fallback op, when first needed."""
+
+    def __init__(
+        self, sig: OpSignature, op: Callable[..., Any], fake: Callable[..., Any], schema_order: tuple[Param, ...]
+    ) -> None:
+        self._sig = sig
+        self._op = op  # the registered (mutating) op, which the twin runs on fresh tensors
+        self._fake = fake  # the op's fake kernel (the user's, if registered): its checks still run
+        self._order = schema_order
+        self._lib: Library | None = None
+        self.op: Any = None
+
+    def needed(self) -> bool:
+        """True when compiled code must use the twin; defines it on first need.
+
+        Called by Dynamo at trace time (see ``caps.assume_constant_under_compile``).
+        """
+        if caps.compiler_lowers_mutable_ops():
+            return False
+        if self.op is None:
+            self._define()
+        return True
+
+    def _define(self) -> None:
+        sig, order = self._sig, self._order
+        name = sig.name + FUNCTIONAL_SUFFIX
+        # No alias annotations, and no defaults: the handle passes every argument,
+        # and the kernel must hand all of them on to the op.
+        plain = [
+            Param(p.name, p.keyword_only, p.is_plain_tensor, False, _ALIAS.sub("Tensor", p.text.split("=", 1)[0]))
+            for p in order
+        ]
+        mutated = [i for i, p in enumerate(order) if p.mutated]  # positional in the fallback order
+        ret = "Tensor" if len(mutated) == 1 else f"({', '.join(['Tensor'] * len(mutated))})"
+        fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only
+        op, op_fake = self._op, self._fake
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            args_list = list(args)
+            results = []
+            for i in mutated:
+                args_list[i] = fresh(args_list[i])
+                results.append(args_list[i])
+            op(*args_list, **kwargs)
+            return results[0] if len(results) == 1 else tuple(results)
+
+        def fake(*args: Any, **kwargs: Any) -> Any:
+            args_list = list(args)
+            results = []
+            for i in mutated:
+                args_list[i] = torch.empty_like(args_list[i])
+                results.append(args_list[i])
+            op_fake(*args_list, **kwargs)
+            return results[0] if len(results) == 1 else tuple(results)
+
+        lib = Library(sig.namespace, "FRAGMENT")
+        lib.define(f"{name}({join_params(plain)}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
+        lib.impl(name, kernel, "CompositeExplicitAutograd")
+        lib.impl(name, fallthrough_kernel, "Autograd")
+        caps.register_fake(lib, f"{sig.namespace}::{name}", fake)
+        self._lib = lib
+        self.op = getattr(getattr(torch.ops, sig.namespace), name).default
+
+    def destroy(self) -> None:
+        if self._lib is not None:
+            caps.destroy_library(self._lib)
+            self._lib = None
+            self.op = None
