@@ -1,10 +1,10 @@
 """The torch release matrix: the whole suite, sin-op opcheck included, on every release.
 
     nox --list                          # every session
-    nox -t ci                           # what CI runs (oldest, 2.12.1, 2.13.0 both paths, newest)
+    nox -t ci                           # what CI runs (2.2.2, 2.4.1, 2.12.1, 2.13.0 both paths, newest)
     nox -s "tests-2.4.1"                # one release; extra pytest args after --:
     nox -s "tests-2.4.1" -- -k compile
-    nox -t matrix                       # all twelve releases, results into results/
+    nox -t matrix                       # all fourteen releases, results into results/
     python -m nox -s tests-installed    # the torch of this python, nothing installed
     nox -s compat_matrix                # regenerate compat_matrix.md from results/*.json
     nox -s compat_matrix -- --check     # fail if compat_matrix.md is stale
@@ -35,12 +35,14 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-RELEASES = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
-CI_RELEASES = ["2.4.1", "2.12.1", "2.13.0", "2.15.0"]
+RELEASES = ["2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
 # The 64 MB compiled-buffer benchmark (half a minute each): one release before native tags, and those with.
 COMPILED_BENCH_RELEASES = ["2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 PYTHON = "3.11"
 TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools"]  # setuptools: Inductor on 2.4 needs it
+# Releases built against NumPy 1.x: with NumPy 2 their numpy interop fails to import.
+NUMPY_1_RELEASES = {"2.2.2", "2.3.1"}
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests-installed"]
@@ -74,7 +76,8 @@ def _release_session(release: str, *, fallback: bool) -> None:
             scratch_cache = tempfile.mkdtemp(prefix=f"uv-cache-{release}-")
             env["UV_CACHE_DIR"] = scratch_cache
         try:
-            session.install(f"torch=={release}", *TEST_DEPS, env=env)
+            deps = [("numpy<2" if d == "numpy" and release in NUMPY_1_RELEASES else d) for d in TEST_DEPS]
+            session.install(f"torch=={release}", *deps, env=env)
             session.install("--no-deps", "-e", str(ROOT), env=env)
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
             if not fallback:

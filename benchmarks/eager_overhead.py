@@ -53,13 +53,26 @@ def _custom_op_pair() -> "tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Te
 
         return sin_, lambda x, o: sin_out(x, out=o), "custom_op tagged"
 
-    @torch.library.custom_op("bench_raw::sin_", mutates_args=("x",))
     def raw_sin_(x: Tensor) -> None:
         x.sin_()
 
-    @torch.library.custom_op("bench_raw::sin_out", mutates_args=("out",))
     def raw_sin_out(x: Tensor, out: Tensor) -> None:
         torch.sin(x, out=out)
+
+    label = "custom_op untagged + wrapper"
+    if hasattr(torch.library, "custom_op"):
+        raw_sin_ = torch.library.custom_op("bench_raw::sin_", mutates_args=("x",))(raw_sin_)
+        raw_sin_out = torch.library.custom_op("bench_raw::sin_out", mutates_args=("out",))(raw_sin_out)
+    else:  # 2.2/2.3: no custom_op; what a library author writes by hand there
+        label = "Library.define untagged + wrapper"
+        lib = torch.library.Library("bench_raw", "FRAGMENT")
+        lib.define("sin_(Tensor(a!) x) -> ()")
+        lib.define("sin_out(Tensor x, Tensor(a!) out) -> ()")
+        lib.impl("sin_", raw_sin_, "CompositeExplicitAutograd")
+        lib.impl("sin_out", raw_sin_out, "CompositeExplicitAutograd")
+        _custom_op_pair.lib = lib  # type: ignore[attr-defined]  # keep it alive
+        raw_sin_ = torch.ops.bench_raw.sin_.default
+        raw_sin_out = torch.ops.bench_raw.sin_out.default
 
     def sin_wrapper(x: Tensor) -> Tensor:
         raw_sin_(x)
@@ -69,7 +82,7 @@ def _custom_op_pair() -> "tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Te
         raw_sin_out(x, o)
         return o
 
-    return sin_wrapper, sin_out_wrapper, "custom_op untagged + wrapper"
+    return sin_wrapper, sin_out_wrapper, label
 
 
 def _library_define_floor() -> Callable[[Tensor], Any]:
