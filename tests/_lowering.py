@@ -30,11 +30,18 @@ PATTERNS = ("a", "b", "c", "d", "e")
 @dataclass(frozen=True)
 class Counts:
     kernels: int
-    allocations: int
-    copies: int
+    allocations: int  # empty_strided calls in the generated code
+    copies: int  # kernels Inductor names after a copy or clone
+    twin_calls: int = 0  # calls of tagged_ops' functional twin, each allocating one buffer inside it
+
+    @property
+    def buffers(self) -> int:
+        """Every buffer the compiled step allocates, including those inside the twin."""
+        return self.allocations + self.twin_calls
 
     def __str__(self) -> str:
-        return f"{self.kernels} kernels / {self.allocations} allocations / {self.copies} copies"
+        twin = f" / {self.twin_calls} functional-twin calls" if self.twin_calls else ""
+        return f"{self.kernels} kernels / {self.allocations} allocations / {self.copies} copies{twin}"
 
 
 _KEEP: list[torch.library.Library] = []
@@ -142,7 +149,12 @@ _ALLOC = re.compile(r"^\s+\w+ = empty_strided(?:_\w+)?\(", re.M)
 
 def count(code: str) -> Counts:
     kernels = _KERNEL.findall(code)
-    return Counts(len(kernels), len(_ALLOC.findall(code)), sum("copy" in k for k in kernels))
+    return Counts(
+        len(kernels),
+        len(_ALLOC.findall(code)),
+        sum("copy" in k or "clone" in k for k in kernels),
+        code.count("__functional.default("),
+    )
 
 
 def generated_code(fn: Callable[..., Any], args: tuple[Tensor, ...]) -> str:

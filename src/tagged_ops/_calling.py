@@ -108,13 +108,21 @@ def make_handle_call(
         def twin_needed() -> bool:
             return twin.needed()
 
-        ns.update(_twin=twin, _twin_needed=caps.assume_constant_under_compile(twin_needed))
+        def twin_for_views() -> bool:
+            return twin.needed_for_views()
+
+        ns.update(
+            _twin=twin,
+            _twin_needed=caps.assume_constant_under_compile(twin_needed),
+            _twin_for_views=caps.assume_constant_under_compile(twin_for_views),
+        )
         mutated = [p.name for p in sig.mutated]
         copies = "".join(
             f"            {n}.copy_(_r{'' if len(mutated) == 1 else f'[{i}]'})\n" for i, n in enumerate(mutated)
         )
+        views = " or ".join(f"{n}._base is not None" for n in mutated)
         compiled = (
-            f"        if _twin_needed():\n"
+            f"        if _twin_needed() or (_twin_for_views() and ({views})):\n"
             f"            _r = _twin.op({args})\n"
             f"{copies}"
             f"        else:\n"

@@ -21,6 +21,7 @@ __all__ = [
     "any_requires_grad",
     "assume_constant_under_compile",
     "compiler_lowers_mutable_ops",
+    "compiler_lowers_mutated_views",
     "destroy_library",
     "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
     "bump_versions",
@@ -267,6 +268,19 @@ def compiler_lowers_mutable_ops() -> bool:
 
 
 _LOWERS_MUTABLE_OPS: bool | None = None
+
+
+def compiler_lowers_mutated_views() -> bool:
+    """Whether Inductor compiles a mutating custom op on a view correctly.
+
+    With ``auto_functionalized`` v1 (2.3-2.5, or ``enable_auto_functionalized_v2
+    = False``) Inductor miscompiles an op that mutates a view of a tensor the graph
+    itself made (``y = x + 1; op_(y[1:5]); return y``: wrong values, a hand-written
+    op too); ``auto_functionalized_v2`` (on by default from 2.6) fixed it. Read at
+    trace time, like the config it reads.
+    """
+    config = importlib.import_module("torch._inductor.config")
+    return bool(getattr(config, "enable_auto_functionalized_v2", False))
 
 #: Mark a no-argument function so that Dynamo calls it while tracing and treats
 #: the result as a constant (instead of tracing into it).

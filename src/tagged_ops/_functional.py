@@ -8,6 +8,12 @@ and it returns fresh tensors holding what the op would write. The handle then
 ``copy_``s them into the user's tensors, which every compiler lowers. Results
 are exact; the price is one extra buffer and one copy per mutated tensor.
 
+The same twin serves 2.3-2.5 for calls that mutate a view (the handle checks
+``._base`` while Dynamo traces): there Inductor's ``auto_functionalized`` (v1)
+miscompiles a mutated view of a tensor the graph made, and a view of a graph
+input cannot be told apart while tracing. Views then cost one copy; whole
+tensors keep the in-place lowering.
+
 The twin is defined lazily, the first time Dynamo traces the op on such a
 release, so nothing changes where the compiler lowers mutating ops itself.
 """
@@ -48,6 +54,14 @@ class FunctionalTwin:
         Called by Dynamo at trace time (see ``caps.assume_constant_under_compile``).
         """
         if caps.compiler_lowers_mutable_ops():
+            return False
+        if self.op is None:
+            self._define()
+        return True
+
+    def needed_for_views(self) -> bool:
+        """True when compiled code must use the twin for a call that mutates a view."""
+        if caps.compiler_lowers_mutated_views():
             return False
         if self.op is None:
             self._define()
