@@ -18,13 +18,13 @@ import torch
 __all__ = [
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
+    "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
     "any_requires_grad",
     "assume_constant_under_compile",
+    "bump_versions",
     "compiler_lowers_mutable_ops",
     "compiler_lowers_mutated_views",
     "destroy_library",
-    "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
-    "bump_versions",
     "fallback_forced",
     "has_custom_op_method",
     "is_dynamo_compiling",
@@ -33,8 +33,8 @@ __all__ = [
     "parse_return",
     "register_fake",
     "schema_param_types",
-    "torch_opcheck",
     "separate_fallback_compile_caches",
+    "torch_opcheck",
     "use_native_tags",
 ]
 
@@ -281,6 +281,7 @@ def compiler_lowers_mutated_views() -> bool:
     """
     config = importlib.import_module("torch._inductor.config")
     return bool(getattr(config, "enable_auto_functionalized_v2", False))
+
 
 #: Mark a no-argument function so that Dynamo calls it while tracing and treats
 #: the result as a constant (instead of tracing into it).

@@ -99,7 +99,7 @@ class Registration:
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
         self._messages()
-        # Untagged ops get a functional twin for compilers that cannot lower them (2.2).
+        # Untagged ops get a functional twin for compilers that cannot lower them (2.2, views on 2.3-2.5).
         self.functional = None if tags else FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
         self.call = make_handle_call(
             sig,
