@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from typing import Any, Callable
 
@@ -26,6 +27,9 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops._selfcheck import define_sin_ops
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tests._lowering import raw_untagged  # noqa: E402  (the hand-written untagged op, shared with the tests)
 
 
 def _best_per_call(fn: Callable[[], object], calls: int, repeat: int) -> float:
@@ -59,20 +63,10 @@ def _custom_op_pair() -> "tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Te
     def raw_sin_out(x: Tensor, out: Tensor) -> None:
         torch.sin(x, out=out)
 
-    label = "custom_op untagged + wrapper"
-    if hasattr(torch.library, "custom_op"):
-        raw_sin_ = torch.library.custom_op("bench_raw::sin_", mutates_args=("x",))(raw_sin_)
-        raw_sin_out = torch.library.custom_op("bench_raw::sin_out", mutates_args=("out",))(raw_sin_out)
-    else:  # 2.2/2.3: no custom_op; what a library author writes by hand there
-        label = "Library.define untagged + wrapper"
-        lib = torch.library.Library("bench_raw", "FRAGMENT")
-        lib.define("sin_(Tensor(a!) x) -> ()")
-        lib.define("sin_out(Tensor x, Tensor(a!) out) -> ()")
-        lib.impl("sin_", raw_sin_, "CompositeExplicitAutograd")
-        lib.impl("sin_out", raw_sin_out, "CompositeExplicitAutograd")
-        _custom_op_pair.lib = lib  # type: ignore[attr-defined]  # keep it alive
-        raw_sin_ = torch.ops.bench_raw.sin_.default
-        raw_sin_out = torch.ops.bench_raw.sin_out.default
+    # custom_op where torch has it; on 2.2/2.3 what a library author writes by hand there
+    label = "custom_op untagged + wrapper" if hasattr(torch.library, "custom_op") else "Library.define untagged + wrapper"
+    raw_sin_ = raw_untagged("bench_raw::sin_", "(Tensor(a!) x) -> ()", ("x",), raw_sin_)
+    raw_sin_out = raw_untagged("bench_raw::sin_out", "(Tensor x, Tensor(a!) out) -> ()", ("out",), raw_sin_out)
 
     def sin_wrapper(x: Tensor) -> Tensor:
         raw_sin_(x)

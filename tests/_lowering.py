@@ -47,7 +47,7 @@ class Counts:
 _KEEP: list[torch.library.Library] = []
 
 
-def _raw_untagged(qualname: str, schema: str, mutates: tuple[str, ...], kernel: Callable[..., None]) -> Callable[..., None]:
+def raw_untagged(qualname: str, schema: str, mutates: tuple[str, ...], kernel: Callable[..., None]) -> Callable[..., None]:
     """An untagged mutable op as a user writes it by hand: custom_op (2.4+), else Library.define (2.2/2.3)."""
     custom_op = getattr(torch.library, "custom_op", None)
     if custom_op is not None:
@@ -83,8 +83,8 @@ def lowerings(ns: str) -> dict[str, tuple[Op, Op]]:
     def raw_mul_out(x: Tensor, out: Tensor) -> None:
         torch.mul(x, 3.0, out=out)
 
-    raw_mul_ = _raw_untagged(f"{ns}::raw_mul_", "(Tensor(a!) x) -> ()", ("x",), raw_mul_)
-    raw_mul_out = _raw_untagged(f"{ns}::raw_mul_out", "(Tensor x, Tensor(a!) out) -> ()", ("out",), raw_mul_out)
+    raw_mul_ = raw_untagged(f"{ns}::raw_mul_", "(Tensor(a!) x) -> ()", ("x",), raw_mul_)
+    raw_mul_out = raw_untagged(f"{ns}::raw_mul_out", "(Tensor x, Tensor(a!) out) -> ()", ("out",), raw_mul_out)
 
     def untagged_inplace(x: Tensor) -> Tensor:
         raw_mul_(x)

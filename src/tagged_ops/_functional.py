@@ -53,15 +53,14 @@ class FunctionalTwin:
 
         Called by Dynamo at trace time (see ``caps.assume_constant_under_compile``).
         """
-        if caps.compiler_lowers_mutable_ops():
-            return False
-        if self.op is None:
-            self._define()
-        return True
+        return self._needed_unless(caps.compiler_lowers_mutable_ops())
 
     def needed_for_views(self) -> bool:
         """True when compiled code must use the twin for a call that mutates a view."""
-        if caps.compiler_lowers_mutated_views():
+        return self._needed_unless(caps.compiler_lowers_mutated_views())
+
+    def _needed_unless(self, compiler_handles_it: bool) -> bool:
+        if compiler_handles_it:
             return False
         if self.op is None:
             self._define()
@@ -81,23 +80,21 @@ class FunctionalTwin:
         fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only
         op, op_fake = self._op, self._fake
 
-        def kernel(*args: Any, **kwargs: Any) -> Any:
+        def run_on_fresh(make: Callable[[torch.Tensor], torch.Tensor], run: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+            # run(...) with each mutated argument replaced by a fresh tensor; those are the results
             args_list = list(args)
             results = []
             for i in mutated:
-                args_list[i] = fresh(args_list[i])
+                args_list[i] = make(args_list[i])
                 results.append(args_list[i])
-            op(*args_list, **kwargs)
+            run(*args_list, **kwargs)
             return results[0] if len(results) == 1 else tuple(results)
 
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            return run_on_fresh(fresh, op, args, kwargs)
+
         def fake(*args: Any, **kwargs: Any) -> Any:
-            args_list = list(args)
-            results = []
-            for i in mutated:
-                args_list[i] = torch.empty_like(args_list[i])
-                results.append(args_list[i])
-            op_fake(*args_list, **kwargs)
-            return results[0] if len(results) == 1 else tuple(results)
+            return run_on_fresh(torch.empty_like, op_fake, args, kwargs)
 
         lib = Library(sig.namespace, "FRAGMENT")
         lib.define(f"{name}({join_params(plain)}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
