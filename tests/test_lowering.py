@@ -155,3 +155,33 @@ def test_the_raw_tagged_lowering_miscompiles_where_tagged_ops_does_not(path: str
         got = torch.compile(_intermediates(found[name][0]), fullgraph=True)(x.clone())
         same = all(torch.allclose(a, b) for a, b in zip(got, expected, strict=True))
         assert same == (name == "tagged_ops"), f"{name}: compiled matches eager: {same}"
+
+
+def _inductor_config() -> Any:
+    import torch._inductor.config
+
+    return torch._inductor.config
+
+
+@pytest.mark.skipif(
+    not hasattr(_inductor_config(), "enable_auto_functionalized_v2"),
+    reason=f"torch {torch.__version__} always lowers through auto_functionalized v1 (covered above)",
+)
+def test_views_compile_correctly_when_the_user_turns_auto_functionalized_v2_off(path: str, ns: str) -> None:
+    """A user's ``enable_auto_functionalized_v2 = False`` brings back v1's miscompiled views.
+
+    The handle reads that flag while tracing: calls that mutate a view then go
+    through the functional twin, on the native path too; whole tensors keep
+    the in-place lowering.
+    """
+    inplace, out = lowerings(ns)["tagged_ops"]
+    f = _intermediates(inplace)
+    x = torch.randn(8)
+    with _inductor_config().patch(enable_auto_functionalized_v2=False):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(f, fullgraph=True)(x.clone()), f(x.clone()))
+        for name, twin_calls in (("a", 0), ("c", 1), ("d", 1), ("e", 0)):
+            fn, make = pattern(name, inplace, out, 64)
+            ours = count(generated_code(fn, make()))
+            assert ours.twin_calls == twin_calls, f"pattern {name}: {ours}"
+            assert ours.copies == 0, f"pattern {name}: {ours}"

@@ -38,6 +38,10 @@ def _call_args(order: Sequence[Param]) -> str:
     return ", ".join(p.name if not p.keyword_only else f"{p.name}={p.name}" for p in order)
 
 
+def _indent(lines: str, spaces: int) -> str:
+    return "".join(" " * spaces + line + "\n" for line in lines.splitlines())
+
+
 def _result(sig: OpSignature) -> str:
     names = [p.name for p in sig.mutated]
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
@@ -79,8 +83,9 @@ def make_handle_call(
     ``autograd_call``. Dynamo needs the OpOverload itself to put it in the
     graph; where a ``lowering`` op is given, torch.compile (but not
     torch.export) records that one instead (see ``_native.py``). Where the
-    compiler cannot lower a mutating op, compiled code calls the
-    ``functional`` twin and copies its results in (see ``_functional.py``).
+    compiler cannot lower a mutating op (or a mutated view), compiled code
+    calls the ``functional`` twin of the op it would record (``op``, or the
+    ``lowering``) and copies its results in (see ``_functional.py``).
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -93,16 +98,14 @@ def make_handle_call(
     )
     args = _call_args(schema_order)
     tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
-    compiled = f"        _op({args})\n"
+    # What compiled code calls: the op itself, or (native path) its untagged twin.
+    target, target_args = "_op", args
     if lowering is not None:
         ns.update(_lowering=lowering[0], _exporting=caps.is_exporting)
-        compiled = (
-            f"        if _exporting():\n"
-            f"            _op({args})\n"
-            f"        else:\n"
-            f"            _lowering({_call_args(lowering[1])})\n"
-        )
+        target, target_args = "_lowering", _call_args(lowering[1])
+    compiled = f"{target}({target_args})\n"
     if functional is not None:
+        # ``functional`` is the twin of ``target``: same argument order.
         twin = functional
 
         def twin_needed() -> bool:
@@ -118,20 +121,23 @@ def make_handle_call(
         )
         mutated = [p.name for p in sig.mutated]
         copies = "".join(
-            f"            {n}.copy_(_r{'' if len(mutated) == 1 else f'[{i}]'})\n" for i, n in enumerate(mutated)
+            f"{n}.copy_(_r{'' if len(mutated) == 1 else f'[{i}]'})\n" for i, n in enumerate(mutated)
         )
         views = " or ".join(f"{n}._base is not None" for n in mutated)
         compiled = (
-            f"        if _twin_needed() or (_twin_for_views() and ({views})):\n"
-            f"            _r = _twin.op({args})\n"
-            f"{copies}"
-            f"        else:\n"
-            f"    {compiled}"
+            f"if _twin_needed() or (_twin_for_views() and ({views})):\n"
+            f"    _r = _twin.op({target_args})\n"
+            f"{_indent(copies, 4)}"
+            f"else:\n"
+            f"{_indent(compiled, 4)}"
         )
+    if lowering is not None:
+        # torch.export records the op users see (tagged on 2.13+), never its twins.
+        compiled = f"if _exporting():\n    _op({args})\nelse:\n{_indent(compiled, 4)}"
     source = (
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
-        f"{compiled}"
+        f"{_indent(compiled, 8)}"
         f"    elif _grad_enabled() and _any_requires_grad({tensors}):\n"
         f"        _autograd_call({args})\n"
         f"    else:\n"

@@ -8,11 +8,13 @@ and it returns fresh tensors holding what the op would write. The handle then
 ``copy_``s them into the user's tensors, which every compiler lowers. Results
 are exact; the price is one extra buffer and one copy per mutated tensor.
 
-The same twin serves 2.3-2.5 for calls that mutate a view (the handle checks
-``._base`` while Dynamo traces): there Inductor's ``auto_functionalized`` (v1)
-miscompiles a mutated view of a tensor the graph made, and a view of a graph
-input cannot be told apart while tracing. Views then cost one copy; whole
-tensors keep the in-place lowering.
+The same twin serves calls that mutate a view (the handle checks ``._base``
+while Dynamo traces) wherever Inductor lowers through ``auto_functionalized``
+v1 (2.3-2.5, or a user's ``enable_auto_functionalized_v2 = False`` later):
+v1 miscompiles a mutated view of a tensor the graph made, and a view of a
+graph input cannot be told apart while tracing. Views then cost one copy;
+whole tensors keep the in-place lowering. On the native path the twin is the
+untagged lowering's (see ``_native.py``).
 
 The twin is defined lazily, the first time Dynamo traces the op on such a
 release, so nothing changes where the compiler lowers mutating ops itself.

@@ -99,7 +99,9 @@ class Registration:
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
         self._messages()
-        # Untagged ops get a functional twin for compilers that cannot lower them (2.2, views on 2.3-2.5).
+        # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
+        # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
+        # handle uses its lowering's twin.
         self.functional = None if tags else FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
         self.call = make_handle_call(
             sig,
@@ -107,7 +109,7 @@ class Registration:
             self.schema_order,
             self.autograd_call,
             lowering=None if lowering is None else (lowering.op, lowering.schema_order),
-            functional=self.functional if lowering is None else None,
+            functional=self.functional if lowering is None else lowering.functional,
         )
         self.bind = make_binder(sig, self.schema_order)
 
