@@ -221,6 +221,50 @@ def test_grad_check_sees_optional_and_list_tensor_arguments(path: str, ns: str) 
     assert torch.equal(o, torch.full((2,), 2.0))
 
 
+@pytest.mark.parametrize("in_cpp", [True, False], ids=["one helper call", "inline checks"])
+def test_both_forms_of_the_grad_check_see_every_tensor_argument(
+    path: str, ns: str, monkeypatch: pytest.MonkeyPatch, in_cpp: bool
+) -> None:
+    """The generated grad check: one call to torch's C++ helper (2.5+), else inline tests (2.2-2.4).
+
+    Both forms are generated here on any release, and must see a plain, an
+    optional and a listed Tensor, in the handle and in a direct torch.ops call.
+    """
+    from typing import List, Optional
+
+    from tagged_ops import _capabilities as caps
+
+    monkeypatch.setattr(caps, "ANY_REQUIRES_GRAD_IN_CPP", in_cpp)
+
+    @tagged_ops.define_out(f"{ns}::sum_out")
+    def sum_out(xs: List[Tensor], y: Tensor, *, out: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+        torch.sum(torch.stack([*xs, y]), 0, out=out)
+        if bias is not None:
+            out.add_(bias)
+        return out
+
+    o = torch.zeros(2)
+    assert sum_out([torch.ones(2)], torch.ones(2), out=o, bias=torch.ones(2)) is o
+    assert torch.equal(o, torch.full((2,), 3.0))
+
+    def grad() -> Tensor:
+        return torch.ones(2, requires_grad=True)
+
+    refused = r"^sum_out\(\): functions with out=\.\.\. arguments don't support automatic differentiation"
+    for where in ("xs", "y", "bias"):
+        kwargs = {"xs": [torch.ones(2), torch.ones(2)], "y": torch.ones(2), "bias": torch.ones(2)}
+        kwargs[where] = [torch.ones(2), grad()] if where == "xs" else grad()
+        with pytest.raises(RuntimeError, match=refused):
+            sum_out(**kwargs, out=o)
+        args, op_kwargs = sum_out.to_op_arguments(**kwargs, out=o)
+        with pytest.raises(RuntimeError, match=refused):  # by tagged_ops' check, not by torch.sum's
+            sum_out.opoverload(*args, **op_kwargs)
+    assert torch.equal(o, torch.full((2,), 3.0))
+    with torch.no_grad():
+        assert sum_out([grad()], grad(), out=o) is o
+    assert torch.equal(o, torch.full((2,), 2.0))
+
+
 def test_inference_mode_calls(path: str, ns: str) -> None:
     @tagged_ops.define_inplace(f"{ns}::np_neg_")
     def np_neg_(x: Tensor) -> Tensor:

@@ -42,6 +42,27 @@ def _indent(lines: str, spaces: int) -> str:
     return "".join(" " * spaces + line + "\n" for line in lines.splitlines())
 
 
+def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool) -> str:
+    """Source of an expression: does any Tensor argument require grad?
+
+    One call to ``caps.any_requires_grad`` where that is torch's C++ helper.
+    Elsewhere (2.2-2.4) plain Tensor arguments are tested inline; inside a
+    kernel the dispatcher has already checked that they are Tensors.
+    """
+    tensors = [p for p in params if p.text.startswith("Tensor")]
+    if caps.ANY_REQUIRES_GRAD_IN_CPP:
+        return f"_any_requires_grad({', '.join(p.name for p in tensors)})"
+    tests = [
+        f"{p.name}.requires_grad" if checked_by_dispatcher else f"(isinstance({p.name}, _Tensor) and {p.name}.requires_grad)"
+        for p in tensors
+        if p.is_plain_tensor
+    ]
+    others = [p.name for p in tensors if not p.is_plain_tensor]  # optional Tensors, lists of Tensors
+    if others:
+        tests.append(f"_any_requires_grad({', '.join(others)})")
+    return " or ".join(tests) or "False"
+
+
 def _result(sig: OpSignature) -> str:
     names = [p.name for p in sig.mutated]
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
@@ -94,10 +115,11 @@ def make_handle_call(
         _compiling=caps.is_dynamo_compiling,
         _grad_enabled=torch.is_grad_enabled,
         _any_requires_grad=caps.any_requires_grad,
+        _Tensor=torch.Tensor,
         _autograd_call=autograd_call,
     )
     args = _call_args(schema_order)
-    tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
+    requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
     # What compiled code calls: the op itself, or (native path) its untagged twin.
     target, target_args = "_op", args
     if lowering is not None:
@@ -138,7 +160,7 @@ def make_handle_call(
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
         f"{_indent(compiled, 8)}"
-        f"    elif _grad_enabled() and _any_requires_grad({tensors}):\n"
+        f"    elif _grad_enabled() and ({requires_grad}):\n"
         f"        _autograd_call({args})\n"
         f"    else:\n"
         f"        _raw({args})\n"
@@ -199,8 +221,8 @@ def make_kernel_adapter(
     result = _result(sig)
     lines = [f"def _generated({_param_list(sig, schema_order, exprs)}):"]
     if grad_error is not None:
-        tensors = ", ".join(p.name for p in schema_order if p.text.startswith("Tensor"))
-        lines += [f"    if _grad_enabled() and _any_requires_grad({tensors}):", "        raise _grad_error()"]
+        requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
+        lines += [f"    if _grad_enabled() and ({requires_grad}):", "        raise _grad_error()"]
     lines.append(f"    _r = _fn({_call_args(sig.params)})")
     if identity_error is not None:
         mutated = [p.name for p in sig.mutated]

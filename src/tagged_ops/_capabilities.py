@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 __all__ = [
+    "ANY_REQUIRES_GRAD_IN_CPP",
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
     "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
@@ -241,6 +242,11 @@ def _any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 
 #: Whether any Tensor among the arguments requires grad (C++ where torch has it).
 any_requires_grad: Callable[..., bool] = _any_requires_grad_c or _any_requires_grad_py
+
+#: Whether ``any_requires_grad`` is torch's C++ helper (2.5+). Where it is not,
+#: generated calling code tests plain Tensor arguments inline instead: a Python
+#: helper call costs more than the rest of the handle's checks together.
+ANY_REQUIRES_GRAD_IN_CPP: bool = _any_requires_grad_c is not None
 
 #: True only while Dynamo traces (it constant-folds this call); a plain
 #: function returning False in eager, so the hot path pays next to nothing.
