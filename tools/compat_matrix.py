@@ -157,8 +157,10 @@ def generate() -> str:
             b = _load(p)
             for name, label in (("a", "(a) in-place on a graph input"), ("b", "(b) out= into a graph-input buffer")):
                 t = b["ms_per_call"][name]
+                untagged = t.get("raw untagged", "does not compile")
+                ratio = b["ratio_to_best_raw"][name]
                 lines.append(
-                    f"| {b['torch']} | {label} | {t['tagged_ops']} | {t['raw untagged']} | {t.get('raw tagged', 'n/a (no native tags)')} | {b['ratio_to_best_raw'][name]} |"
+                    f"| {b['torch']} | {label} | {t['tagged_ops']} | {untagged} | {t.get('raw tagged', 'n/a (no native tags)')} | {'n/a' if ratio is None else ratio} |"
                 )
     notes = ROOT / "tools" / "compat_notes.md"
     if notes.exists():
