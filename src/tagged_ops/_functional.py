@@ -23,6 +23,7 @@ release, so nothing changes where the compiler lowers mutating ops itself.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -73,10 +74,7 @@ class FunctionalTwin:
         name = sig.name + FUNCTIONAL_SUFFIX
         # No alias annotations, and no defaults: the handle passes every argument,
         # and the kernel must hand all of them on to the op.
-        plain = [
-            Param(p.name, p.keyword_only, p.is_plain_tensor, False, _ALIAS.sub("Tensor", p.text.split("=", 1)[0]))
-            for p in order
-        ]
+        plain = [replace(p, mutated=False, text=_ALIAS.sub("Tensor", p.without_default().text)) for p in order]
         mutated = [i for i, p in enumerate(order) if p.mutated]  # positional in the fallback order
         ret = "Tensor" if len(mutated) == 1 else f"({', '.join(['Tensor'] * len(mutated))})"
         fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only

@@ -14,6 +14,7 @@ inference rejects postponed (string) annotations.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import inspect
 import types
 import typing
@@ -59,6 +60,10 @@ class Param:
     @property
     def has_default(self) -> bool:
         return "=" in self.text
+
+    def without_default(self) -> Param:
+        """The same parameter, its default value left out of the schema text."""
+        return dataclasses.replace(self, text=self.text.split("=", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ class OpSignature:
         """
         params = self.fallback_params()
         if not defaults:
-            params = tuple(Param(p.name, p.keyword_only, p.is_plain_tensor, p.mutated, p.text.split("=", 1)[0]) for p in params)
+            params = tuple(p.without_default() for p in params)
         return f"{self.name}({join_params(params)}) -> ()"
 
 
