@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -202,8 +202,6 @@ def test_meta_tensors_use_the_fake_kernel(path: str, ns: str) -> None:
 
 
 def test_grad_check_sees_optional_and_list_tensor_arguments(path: str, ns: str) -> None:
-    from typing import List, Optional
-
     @tagged_ops.define_out(f"{ns}::sum_out")
     def sum_out(xs: List[Tensor], *, out: Tensor, bias: Optional[Tensor] = None) -> Tensor:
         torch.sum(torch.stack(xs), 0, out=out)
@@ -230,8 +228,6 @@ def test_both_forms_of_the_grad_check_see_every_tensor_argument(
     Both forms are generated here on any release, and must see a plain, an
     optional and a listed Tensor, in the handle and in a direct torch.ops call.
     """
-    from typing import List, Optional
-
     from tagged_ops import _capabilities as caps
 
     monkeypatch.setattr(caps, "ANY_REQUIRES_GRAD_IN_CPP", in_cpp)

@@ -18,6 +18,7 @@ import torch
 __all__ = [
     "ANY_REQUIRES_GRAD_IN_CPP",
     "FALLBACK_ENV_VAR",
+    "INFER_SCHEMA_TAKES_TAGS",
     "NATIVE_TAGS",
     "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
     "any_requires_grad",
@@ -49,18 +50,24 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
         return False
 
 
-def _probe_native_tags() -> bool:
-    # The 2.13 feature is three things at once: the two tags, tag-aware schema
-    # inference, and tag-aware registration. Tag.out_variant (2.10-2.12) has none
-    # of the semantics and must not count.
+def _probe_infer_schema_takes_tags() -> bool:
     tag = torch.Tag
     if not (hasattr(tag, "inplace") and hasattr(tag, "out")):
         return False
     infer_schema = getattr(torch.library, "infer_schema", None)
-    if infer_schema is None or not _accepts_keyword(infer_schema, "tags"):
-        return False
-    return _accepts_keyword(torch.library.Library.define, "tags")
+    return infer_schema is not None and _accepts_keyword(infer_schema, "tags")
 
+
+def _probe_native_tags() -> bool:
+    # The 2.13 feature is three things at once: the two tags, tag-aware schema
+    # inference, and tag-aware registration. Tag.out_variant (2.10-2.12) has none
+    # of the semantics and must not count.
+    return _probe_infer_schema_takes_tags() and _accepts_keyword(torch.library.Library.define, "tags")
+
+
+#: ``torch.library.infer_schema(fn, mutates_args=, tags=torch.Tag.inplace | torch.Tag.out)``
+#: exists (2.13+): tagged_ops then infers schemas, and raises definition errors, through it.
+INFER_SCHEMA_TAKES_TAGS: bool = _probe_infer_schema_takes_tags()
 
 #: The installed torch has native tagged mutable custom ops (``torch.Tag.inplace``
 #: and ``torch.Tag.out`` with tag-aware schema inference and registration).

@@ -30,12 +30,13 @@ import torch
 from torch.library import Library, fallthrough_kernel
 
 from . import _capabilities as caps
-from ._signature import OpSignature, Param, join_params
+from ._signature import OpSignature, Param, helper_name, join_params, lookup_op
 
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
 
 FUNCTIONAL_SUFFIX = "__functional"
-_ALIAS = re.compile(r"^Tensor\(a\d+!\)")
+# Any alias annotation, whatever letters a hand-written schema uses: "Tensor(a!)", "Tensor(b0!)".
+_ALIAS = re.compile(r"^Tensor\([^)]*\)")
 
 
 class FunctionalTwin:
@@ -71,7 +72,7 @@ class FunctionalTwin:
 
     def _define(self) -> None:
         sig, order = self._sig, self._order
-        name = sig.name + FUNCTIONAL_SUFFIX
+        name = helper_name(sig.name, FUNCTIONAL_SUFFIX)
         # No alias annotations, and no defaults: the handle passes every argument,
         # and the kernel must hand all of them on to the op.
         plain = [replace(p, mutated=False, text=_ALIAS.sub("Tensor", p.without_default().text)) for p in order]
@@ -102,7 +103,7 @@ class FunctionalTwin:
         lib.impl(name, fallthrough_kernel, "Autograd")
         caps.register_fake(lib, f"{sig.namespace}::{name}", fake)
         self._lib = lib
-        self.op = getattr(getattr(torch.ops, sig.namespace), name).default
+        self.op = lookup_op(sig.namespace, name)
 
     def destroy(self) -> None:
         if self._lib is not None:

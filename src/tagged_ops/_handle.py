@@ -17,7 +17,7 @@ from . import _capabilities as caps
 from ._fallback import register_fallback
 from ._native import register_native
 from ._registration import Registration
-from ._signature import Kind, OpSignature, default_mutates_args, infer_signature, signature_from_schema
+from ._signature import Kind, define_signature
 
 __all__ = ["TaggedOp", "define_inplace", "define_out", "is_native"]
 
@@ -227,14 +227,8 @@ def _define(
     device_types: DeviceTypes,
     schema: str | None,
 ) -> TaggedOp:
-    if "::" not in name:
-        raise ValueError(f"tagged_ops: op name {name!r} must be qualified as 'namespace::name'.")
-    sig: OpSignature
-    if schema is not None:
-        sig = signature_from_schema(fn, name, kind, schema)
-    else:
-        mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
-        sig = infer_signature(fn, name, kind, mutates if isinstance(mutates, str) else tuple(mutates))
+    mutates = mutates_args if mutates_args is None or isinstance(mutates_args, str) else tuple(mutates_args)
+    sig = define_signature(fn, name, kind, mutates, schema)
     native = caps.use_native_tags()
     if caps.NATIVE_TAGS and not native:
         caps.separate_fallback_compile_caches()

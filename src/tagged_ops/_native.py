@@ -6,7 +6,8 @@ is exactly what ``torch.library.custom_op(..., tags=...)`` would register:
 Eager calls and ``torch.export`` use that op.
 
 Under ``torch.compile`` the handle calls an untagged twin instead,
-``torch.ops.<ns>.<name>__untagged`` (the fallback schema, same kernels).
+``torch.ops.<ns>.<name>__untagged`` (``<name>__untagged.<overload>`` for an
+overload name; the fallback schema, same kernels).
 Inductor (2.13-2.15) lowers the tagged op through a copy: an in-place op on a
 graph input copies the whole buffer back onto itself, and an out= op into a
 graph-input buffer writes a fresh buffer and copies it over. It writes the
@@ -21,7 +22,7 @@ import torch
 
 from ._fallback import register_fallback
 from ._registration import Registration
-from ._signature import OpSignature
+from ._signature import OpSignature, helper_name
 
 __all__ = ["register_native"]
 
@@ -31,7 +32,7 @@ LOWERING_SUFFIX = "__untagged"
 
 def register_native(sig: OpSignature) -> Registration:
     tag = torch.Tag.inplace if sig.kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
-    lowering = register_fallback(sig, opname=sig.name + LOWERING_SUFFIX)
+    lowering = register_fallback(sig, opname=helper_name(sig.name, LOWERING_SUFFIX))
     try:
         return Registration(
             sig,

@@ -32,7 +32,7 @@ from torch.library import Library, fallthrough_kernel
 from . import _capabilities as caps
 from ._calling import make_binder, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
-from ._signature import OpSignature, Param
+from ._signature import OpSignature, Param, lookup_op
 
 __all__ = ["Registration", "dispatch_key_for"]
 
@@ -91,7 +91,7 @@ class Registration:
         self.qualname = f"{sig.namespace}::{opname}"
         self.lib = Library(sig.namespace, "FRAGMENT")
         self.lib.define(f"{opname}{schema[schema.index('('):]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
-        self.op: torch._ops.OpOverload = getattr(getattr(torch.ops, sig.namespace), opname).default
+        self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._kernel_libs: dict[str, Library] = {}
         self._fake: Callable[..., Any] = make_kernel_adapter(
             sig, lambda *a, **k: None, self.schema_order, returns=returns, identity_error=None
@@ -162,7 +162,7 @@ class Registration:
     def _messages(self) -> None:
         sig = self.sig
         self.out_grad_message = (
-            f"{sig.name}(): functions with out=... arguments don't support automatic "
+            f"{sig.packet}(): functions with out=... arguments don't support automatic "
             "differentiation, but one of the arguments requires grad."
         )
         self.backward_message = (
@@ -218,4 +218,4 @@ class Registration:
         # schema (native <-> fallback) must not see the old one.
         cache = getattr(torch.fx.operator_schemas, "_SCHEMA_TO_SIGNATURE_CACHE", None)
         if isinstance(cache, dict):
-            cache.pop((self.qualname, ""), None)
+            cache.pop((self.op._schema.name, self.op._schema.overload_name), None)

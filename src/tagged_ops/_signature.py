@@ -1,50 +1,39 @@
-"""Schema inference for tagged mutable ops, with torch 2.13's rules and messages.
+"""An op's calling convention: its parameters, what it mutates, and the schemas it is registered with.
 
-The user writes the 2.13-style function; this module turns it into an
-:class:`OpSignature`: the parameters, which of them are mutated, and the two
-schemas an op can be registered with (natively tagged, or the untagged fallback).
-Definition-time errors are raised here, on every release, with the exact text
-that ``torch.library.infer_schema(..., tags=...)`` uses on 2.13, so a library
-behaves the same whichever path its op takes.
-
-Types are resolved here rather than by torch, because torch 2.4's own schema
-inference rejects postponed (string) annotations.
+The user writes the 2.13-style function (or a 2.13 tagged schema string); this
+module turns it into an :class:`OpSignature`: the parameters, which of them are
+mutated, and the two schemas an op can be registered with (natively tagged, or
+the untagged fallback). Both ways in, inferred and ``schema=``, end in the same
+place: a schema string that 2.13's rules accepted (``_schema_rules.py``), read
+back through ``torch._C.parse_schema``, so every later decision (lowering,
+functional twin, argument order) sees the same thing whatever alias letters
+the user wrote.
 """
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import inspect
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 import torch
 
-from . import _capabilities as caps
+from . import _schema_rules as rules
 
-__all__ = ["Kind", "OpSignature", "Param", "default_mutates_args", "infer_signature", "join_params", "signature_from_schema"]
+__all__ = [
+    "Kind",
+    "OpSignature",
+    "Param",
+    "default_mutates_args",
+    "define_signature",
+    "helper_name",
+    "join_params",
+    "lookup_op",
+    "parse_qualname",
+]
 
 Kind = Literal["inplace", "out"]
-
-_TAG_NAME = {"inplace": "torch.Tag.inplace", "out": "torch.Tag.out"}
-
-# String annotations without a module prefix mean what torch says they mean.
-_ANNOTATION_NAMESPACE: dict[str, Any] = {
-    "Tensor": torch.Tensor,
-    "device": torch.device,
-    "dtype": torch.dtype,
-    "types": torch.types,
-    "Optional": typing.Optional,
-    "List": typing.List,  # noqa: UP006
-    "Sequence": typing.Sequence,
-    "Union": typing.Union,
-    "Tuple": typing.Tuple,  # noqa: UP006
-    "torch": torch,
-    "typing": typing,
-}
 
 
 @dataclass(frozen=True)
@@ -81,7 +70,18 @@ class OpSignature:
 
     @property
     def name(self) -> str:
+        """The op's name in its namespace, overload included: ``foo`` or ``foo.out``."""
         return self.qualname.split("::", 1)[1]
+
+    @property
+    def packet(self) -> str:
+        """``foo`` for ``ns::foo.out``: the ``torch.ops.ns.foo`` packet the op belongs to."""
+        return self.name.partition(".")[0]
+
+    @property
+    def overload(self) -> str:
+        """``out`` for ``ns::foo.out``; ``default`` for ``ns::foo``."""
+        return self.name.partition(".")[2] or "default"
 
     @property
     def mutated(self) -> tuple[Param, ...]:
@@ -153,61 +153,32 @@ def _alias_of(param_text: str) -> str:
     return param_text.split(" ", 1)[0]
 
 
-def _resolve(annotation: Any, fn: Callable[..., Any], error: Callable[[str], Any]) -> Any:
-    """Evaluate a postponed (string) annotation the way 2.13's infer_schema does."""
-    if isinstance(annotation, str):
-        namespace = dict(_ANNOTATION_NAMESPACE)
-        namespace.update(getattr(fn, "__globals__", {}))
-        try:
-            return eval(annotation, namespace)  # noqa: S307 - annotations are code by definition
-        except NameError as e:
-            error(
-                f"Unsupported type annotation {annotation}. It is not a type. ({e}). "
-                "If you are using 'from __future__ import annotations', note that "
-                "annotations are evaluated lazily as strings; make sure all types "
-                "referenced in annotations are importable at module scope, not only "
-                "inside a local function."
-            )
-        except Exception as e:  # noqa: BLE001 - reported to the user verbatim
-            error(f"Unsupported type annotation {annotation}. It is not a type. ({type(e).__name__}: {e})")
-    origin = typing.get_origin(annotation)
-    if origin is not None and any(isinstance(a, str) for a in typing.get_args(annotation)):
-        args = tuple(_resolve(a, fn, error) for a in typing.get_args(annotation))
-        if origin is typing.Union:
-            return typing.Union[args]
-        return typing.cast(Any, origin)[args]
-    return annotation
+def parse_qualname(qualname: str) -> tuple[str, str]:
+    """``"ns::foo.out"`` -> ``("ns", "foo.out")``; refuses anything the dispatcher would not name.
 
-
-def _normalize(annotation: Any, *, list_as: Any = typing.List) -> Any:  # noqa: UP006
-    """Spell builtin generics the way every release's type table does.
-
-    Older releases list only ``typing.List[int]`` / ``typing.Optional[...]``
-    (2.2/2.3: only ``typing.Sequence[int]``, hence ``list_as``); ``list[int]``,
-    ``collections.abc.Sequence[int]`` and ``int | None`` mean the same.
+    Overload names are allowed, as ATen and real libraries use them
+    (``ns::foo.out``, ``ns::foo_.Tensor``): they register ``torch.ops.ns.foo.out``.
     """
-    origin = typing.get_origin(annotation)
-    if origin is None:
-        return annotation
-    args: Any = tuple(_normalize(a, list_as=list_as) for a in typing.get_args(annotation))
-    generic: Any = {list: list_as, collections.abc.Sequence: typing.Sequence}.get(origin)
-    if origin in (typing.Union, types.UnionType):
-        generic = typing.Union
-    return generic[args] if generic is not None else annotation
+    namespace, sep, name = qualname.partition("::")
+    packet, _, overload = name.partition(".")
+    if not (sep and namespace.isidentifier() and packet.isidentifier() and (not overload or overload.isidentifier())):
+        raise ValueError(
+            f"tagged_ops: op name {qualname!r} must be qualified as 'namespace::name' or "
+            "'namespace::name.overload' (identifiers, e.g. 'mylib::sin_out' or 'mylib::sin.out')."
+        )
+    if overload == "default":
+        raise ValueError(f"tagged_ops: op name {qualname!r}: 'default' is the overload of 'namespace::{packet}'; leave it out.")
+    return namespace, name
 
 
-def _default_repr(name: str, value: Any, error: Callable[[str], Any]) -> str:
-    if value is None or isinstance(value, (int, float, bool)):
-        return str(value)
-    if isinstance(value, (str, torch.device)):
-        return f'"{value}"'
-    if isinstance(value, torch.dtype):
-        return str(value)[len("torch.") :]
-    error(
-        f"Parameter {name} has an unsupported default value type {type(value)}. "
-        "Please file an issue on GitHub so we can prioritize this."
-    )
-    raise AssertionError("unreachable")
+def helper_name(opname: str, suffix: str) -> str:
+    """The name of an op tagged_ops defines beside the user's: ``foo.out`` -> ``foo<suffix>.out``.
+
+    Helpers live in a packet of their own, so ``torch.ops.ns.foo.overloads()``
+    lists only what the user defined.
+    """
+    packet, dot, overload = opname.partition(".")
+    return f"{packet}{suffix}{dot}{overload}"
 
 
 def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
@@ -233,120 +204,48 @@ def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
     )
 
 
-def infer_signature(
+def lookup_op(namespace: str, opname: str) -> Any:
+    """``torch.ops.<namespace>.<packet>.<overload>`` for ``opname`` ``packet[.overload]``."""
+    packet, _, overload = opname.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+def define_signature(
     fn: Callable[..., Any],
     qualname: str,
     kind: Kind,
-    mutates_args: str | Sequence[str],
+    mutates_args: str | Sequence[str] | None,
+    schema: str | None,
 ) -> OpSignature:
-    """Infer the op's signature from ``fn``'s annotations, with 2.13's checks.
+    """The op's signature, inferred from ``fn`` or read from ``schema=``, with 2.13's checks.
 
-    Raises the same ``ValueError``s, in the same order, as 2.13's
-    ``torch.library.infer_schema(fn, mutates_args=..., tags=<kind tag>)``.
+    Raises what ``torch.library.custom_op(qualname, fn, mutates_args=...,
+    tags=<kind's tag>, schema=...)`` raises on 2.13, on every release.
     """
-    sig = inspect.signature(fn)
-    tag = _TAG_NAME[kind]
-
-    def error(what: str) -> typing.NoReturn:
-        raise ValueError(f"infer_schema(func): {what} Got func with signature {sig})")
-
-    if isinstance(mutates_args, str):
-        if mutates_args != "unknown":
-            raise ValueError(
-                "mutates_args must either be a sequence of the names of "
-                "the arguments that are mutated or the string 'unknown'. "
-            )
-        mutates: str | tuple[str, ...] = "unknown"
+    _, name = parse_qualname(qualname)
+    if schema is None:
+        mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
+        text = name + rules.infer_schema(fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind)
     else:
-        mutates = tuple(mutates_args)
-
-    supported = caps.schema_param_types
-    params: list[Param] = []
-    first_positional: tuple[str, str] | None = None  # (name, schema type)
-    for idx, (name, p) in enumerate(sig.parameters.items()):
-        if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            error("We do not support positional-only args, varargs, or varkwargs.")
-        if p.annotation is inspect.Parameter.empty:
-            error(f"Parameter {name} must have a type annotation.")
-        annotation = _resolve(p.annotation, fn, error)
-        if annotation not in supported:
-            annotation = _normalize(annotation)
-        if annotation not in supported:
-            annotation = _normalize(annotation, list_as=typing.Sequence)  # 2.2/2.3 list only Sequence[...]
-        if annotation not in supported:
-            error(
-                f"Parameter {name} has unsupported type {p.annotation}. "
-                f"The valid types are: {supported.keys()}."
-            )
-        schema_type: str = supported[annotation]
-        keyword_only = p.kind == inspect.Parameter.KEYWORD_ONLY
-        if not keyword_only and first_positional is None:
-            first_positional = (name, schema_type)
-        mutated = (mutates == "unknown" and schema_type.startswith("Tensor")) or (
-            mutates != "unknown" and name in mutates
-        )
-        if mutated and not schema_type.startswith("Tensor"):
-            error(
-                f"Parameter {name} is in mutable_args but only Tensors or collections "
-                "of Tensors can be mutated"
-            )
-        text_type = f"Tensor(a{idx}!){schema_type[len('Tensor'):]}" if mutated else schema_type
-        if kind == "out" and mutated:
-            if not keyword_only:
-                error("torch.Tag.out requires mutable arguments to be keyword-only.")
-            if schema_type != "Tensor":
-                error("torch.Tag.out only supports mutable keyword-only Tensor arguments.")
-        text = f"{text_type} {name}"
-        if p.default is not inspect.Parameter.empty:
-            text += f"={_default_repr(name, p.default, error)}"
-        params.append(Param(name, keyword_only, schema_type == "Tensor", mutated, text))
-
-    if mutates != "unknown":
-        missing = set(mutates) - set(sig.parameters)
-        if missing:
-            error(
-                f"{missing} in mutates_args were not found in the custom op's signature. "
-                "mutates_args should contain the names of all args that the custom op "
-                "mutates, or just the string 'unknown' if you don't know."
-            )
-    if kind == "inplace":
-        if first_positional is None:
-            error(f"{tag} requires a positional Tensor argument.")
-        if first_positional[1] != "Tensor":
-            error(f"{tag} requires the first positional argument to be a Tensor.")
-        if mutates == "unknown" or set(mutates) != {first_positional[0]}:
-            error(f"{tag} requires mutates_args to contain exactly the first positional argument, got {mutates}.")
-    outs = [p.name for p in params if p.mutated]
-    if kind == "out" and not outs:
-        error(f"{tag} requires at least one mutable keyword-only Tensor argument.")
-
-    ret = _resolve(sig.return_annotation, fn, error)
-    if kind == "out":
-        ret = _normalize(ret)
-        if len(outs) == 1:
-            matches = ret is torch.Tensor
+        # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
+        text = f"{name}{schema.strip()}" if schema.lstrip().startswith("(") else schema.strip()
+        parsed = torch._C.parse_schema(text)
+        if kind == "out":
+            rules._validate_out_schema(parsed)
         else:
-            matches = typing.get_origin(ret) is tuple and typing.get_args(ret) == (torch.Tensor,) * len(outs)
-        if not matches:
-            error(f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {tuple(outs)}.")
-    elif ret is inspect.Parameter.empty:  # older releases word this one differently
-        error("No return type annotation was provided. Please add one.")
-    elif ret is None or ret is type(None) or caps.parse_return(_normalize(ret), error) != "Tensor":
-        # (2.2/2.3's parse_return refuses None itself, with other words)
-        error(f"{tag} requires the return annotation to be torch.Tensor.")
-    return OpSignature(qualname, kind, tuple(params), sig)
+            rules._validate_inplace_schema(parsed)
+    rules.validate_custom_op_schema(
+        text, kind, None if mutates_args is None or isinstance(mutates_args, str) else tuple(mutates_args), schema is not None
+    )
+    return _signature_from_text(fn, qualname, kind, text)
 
 
-def signature_from_schema(fn: Callable[..., Any], qualname: str, kind: Kind, schema: str) -> OpSignature:
-    """Build the signature from an explicit ``schema=`` string, checked like 2.13 does."""
-    name = qualname.split("::", 1)[1]
-    # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
-    text = f"{name}{schema.strip()}" if schema.lstrip().startswith("(") else schema.strip()
+def _signature_from_text(fn: Callable[..., Any], qualname: str, kind: Kind, text: str) -> OpSignature:
+    # Each parameter keeps its own schema text (alias letters, defaults as written),
+    # and the parsed schema says what it is.
     parsed = torch._C.parse_schema(text)
-    _check_tagged_schema(parsed, kind)
-    # Keep each argument's own text, so the fallback schema says what the user wrote.
     arg_list = text[text.index("(") + 1 : text.rindex(")", 0, text.index("->"))]
-    texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() != "*"]
+    texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
     params = tuple(
         Param(
             a.name,
@@ -382,71 +281,3 @@ def _split_top_level(s: str) -> list[str]:
     return parts
 
 
-def _check_tagged_schema(schema: Any, kind: Kind) -> None:
-    """2.13's ``Library.define`` checks of a tagged schema, with its messages."""
-    args = list(schema.arguments)
-    mutable = [a for a in args if a.alias_info is not None and a.alias_info.is_write]
-    if kind == "out":
-        if not mutable:
-            raise ValueError(f"Schema tagged with torch.Tag.out must have at least one mutable argument. Got: {schema}")
-        positional = [a.name for a in mutable if not a.kwarg_only]
-        if positional:
-            raise ValueError(
-                "Schema tagged with torch.Tag.out requires all mutable arguments to be "
-                f"keyword-only (after the *). Found mutable positional args: {positional}. Got: {schema}"
-            )
-        unsupported = [a.name for a in mutable if not isinstance(a.type, torch.TensorType)]
-        if unsupported:
-            raise ValueError(
-                "Schema tagged with torch.Tag.out only supports Tensor mutable arguments. "
-                f"Found unsupported mutable args: {unsupported}. Got: {schema}"
-            )
-        if len(schema.returns) != len(mutable):
-            raise ValueError(
-                "Schema tagged with torch.Tag.out must return all mutable arguments "
-                f"(got {len(mutable)} mutable args but {len(schema.returns)} returns). Got: {schema}"
-            )
-        for i, (ret, arg) in enumerate(zip(schema.returns, mutable, strict=True)):
-            if ret.alias_info is None or not ret.alias_info.is_write or (
-                ret.alias_info.before_set != arg.alias_info.before_set
-            ):
-                raise ValueError(
-                    f"Return {i} of schema tagged with torch.Tag.out must alias mutable arg "
-                    f"'{arg.name}'. Got: {schema}"
-                )
-        return
-    if not args or args[0].kwarg_only:
-        raise ValueError(f"Schema tagged with torch.Tag.inplace must have at least one positional argument. Got: {schema}")
-    first = args[0]
-    if first.alias_info is None or not first.alias_info.is_write:
-        raise ValueError(
-            "Schema tagged with torch.Tag.inplace requires the first positional argument "
-            f"to be mutable (e.g., Tensor(a!)). Got: {schema}"
-        )
-    if not isinstance(first.type, torch.TensorType):
-        raise ValueError(
-            "Schema tagged with torch.Tag.inplace requires the first positional argument "
-            f"to be a Tensor. Got type '{first.type}' for arg '{first.name}'. Got: {schema}"
-        )
-    rets = schema.returns
-    if len(rets) != 1:
-        raise ValueError(
-            "Schema tagged with torch.Tag.inplace must return exactly one value "
-            f"(the first argument). Got {len(rets)} returns. Got: {schema}"
-        )
-    ret = rets[0]
-    if (
-        not isinstance(ret.type, torch.TensorType)
-        or ret.alias_info is None
-        or not ret.alias_info.is_write
-        or ret.alias_info.before_set != first.alias_info.before_set
-    ):
-        raise ValueError(
-            "Schema tagged with torch.Tag.inplace must return the first mutable argument "
-            f"(return must alias the first argument). Got: {schema}"
-        )
-    if len(mutable) > 1:
-        raise ValueError(
-            "Schema tagged with torch.Tag.inplace must only mutate the first argument. "
-            f"Got: {schema}"
-        )
