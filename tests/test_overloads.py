@@ -38,7 +38,8 @@ def _define_functional(ns: str, how: str, *, default: bool = False) -> None:
             def scale_d(x: Tensor, s: float = 2.0) -> Tensor:
                 return x * s
 
-            torch.library.custom_op(f"{ns}::scale", scale_d, mutates_args=()).register_fake(
+            # schema= as well: 2.4's custom_op cannot read this module's postponed annotations
+            torch.library.custom_op(f"{ns}::scale", scale_d, mutates_args=(), schema="(Tensor x, float s=2.0) -> Tensor").register_fake(
                 lambda x, s=2.0: torch.empty_like(x)
             )
         else:
@@ -46,7 +47,9 @@ def _define_functional(ns: str, how: str, *, default: bool = False) -> None:
             def scale(x: Tensor) -> Tensor:
                 return x * 2.0
 
-            torch.library.custom_op(f"{ns}::scale", scale, mutates_args=()).register_fake(lambda x: torch.empty_like(x))
+            torch.library.custom_op(f"{ns}::scale", scale, mutates_args=(), schema="(Tensor x) -> Tensor").register_fake(
+                lambda x: torch.empty_like(x)
+            )
         return
     # torch.library.define / impl: what C++ TORCH_LIBRARY users get too (same dispatcher entry)
     schema = "(Tensor x, float s=2.0) -> Tensor" if default else "(Tensor x) -> Tensor"
@@ -207,11 +210,16 @@ def _xfail_untagged_dispatcher_call(request: pytest.FixtureRequest, pattern: str
     """
     if not caps.compiler_lowers_mutable_ops():
         reason = f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
-    elif pattern.startswith("inplace-intermediate") and "view" in pattern and (version == "v1" or not caps.compiler_lowers_mutated_views()):
+    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (version == "v1" or not caps.compiler_lowers_mutated_views()):
         reason = "auto_functionalized v1 miscompiles a mutated view of an intermediate (call it through the handle)"
     else:
         return
-    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    # Wrong values for the contiguous slice on every release with v1; the other two come out
+    # right on some releases and wrong (or refused by Inductor: 2.15) on others.
+    request.applymarker(pytest.mark.xfail(strict=pattern == "inplace-intermediate-view", reason=reason))
+
+
+_MUTATES_A_VIEW_OF_AN_INTERMEDIATE = {"inplace-intermediate-view", "inplace-intermediate-strided-view", "out-intermediate-view"}
 
 
 # -- functional + out pairs ------------------------------------------------------------
@@ -273,14 +281,15 @@ def test_inductor_lowers_the_functional_op_to_its_out_overload(path: str, ns: st
     assert f"torch.ops.{ns}.scale.out(" in "\n".join(code)
 
 
-@pytest.mark.parametrize("shape", ["defaulted-float", "int-list"])
+@pytest.mark.parametrize("shape", ["defaulted-float", "int-list", "out-named-result"])
 @pytest.mark.parametrize("definer", ["tagged_ops", "custom_op"])
 def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, shape: str, definer: str) -> None:
     """Upstream bug, reproduced: Inductor's functional -> .out lowering passes bad arguments.
 
     With a ``.out`` overload tagged ``torch.Tag.out`` beside a functional op that
     has a defaulted argument, 2.13-2.15 pass that argument twice; with an
-    ``int[]`` argument, they split the list into separate ints. Raw ``custom_op``
+    ``int[]`` argument, they split the list into separate ints; an out buffer
+    named other than ``out`` is passed as ``out=``. Raw ``custom_op``
     does the same, so tagged_ops keeps the 2.13 contract here. This test fails
     once torch fixes it: then compat_matrix.md and the README's note go.
     """
@@ -298,6 +307,16 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
             return out
 
         call: Callable[[Tensor], Tensor] = lambda x: _packet(ns, "scale").default(x) + 1  # noqa: E731
+    elif shape == "out-named-result":
+        lib.define("scale(Tensor x) -> Tensor")
+        lib.impl("scale", lambda x: x * 2.0, "CompositeExplicitAutograd")
+        caps.register_fake(lib, f"{ns}::scale", lambda x: torch.empty_like(x))
+
+        def kernel(x: Tensor, *, result: Tensor) -> Tensor:  # type: ignore[misc]
+            torch.mul(x, 2.0, out=result)
+            return result
+
+        call = lambda x: _packet(ns, "scale").default(x) + 1  # noqa: E731
     else:
         lib.define("scale(Tensor x, int[] dims) -> Tensor")
         lib.impl("scale", lambda x, dims: x.sum(dims), "CompositeExplicitAutograd")
@@ -311,8 +330,9 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
     if definer == "tagged_ops":
         tagged_ops.define_out(f"{ns}::scale.out", kernel)
     else:
-        torch.library.custom_op(f"{ns}::scale.out", kernel, mutates_args={"out"}, tags=torch.Tag.out)  # type: ignore[attr-defined,call-arg]
+        outs = {"result"} if shape == "out-named-result" else {"out"}
+        torch.library.custom_op(f"{ns}::scale.out", kernel, mutates_args=outs, tags=torch.Tag.out)  # type: ignore[attr-defined,call-arg]
     x = torch.randn(4, 3)
     eager = call(x)
-    with pytest.raises(Exception, match=r"expected at most \d+ argument|Expected a value of type 'List\[int\]'"):
+    with pytest.raises(Exception, match=r"expected at most \d+ argument|Expected a value of type 'List\[int\]'|missing value for argument 'result'"):
         torch.testing.assert_close(torch.compile(call, fullgraph=True)(x), eager)

@@ -227,8 +227,7 @@ def _define(
     device_types: DeviceTypes,
     schema: str | None,
 ) -> TaggedOp:
-    mutates = mutates_args if mutates_args is None or isinstance(mutates_args, str) else tuple(mutates_args)
-    sig = define_signature(fn, name, kind, mutates, schema)
+    sig = define_signature(fn, name, kind, mutates_args, schema)
     native = caps.use_native_tags()
     if caps.NATIVE_TAGS and not native:
         caps.separate_fallback_compile_caches()

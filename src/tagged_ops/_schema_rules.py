@@ -130,24 +130,25 @@ else:
 # -- custom_op's own checks on top of the schema ---------------------------------
 
 
-def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Sequence[str] | str | None, explicit: bool) -> None:
-    """What ``torch.library.custom_op(name, ..., tags=)`` checks beyond ``Library.define``.
+def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, schema: str | None) -> None:
+    """What ``torch.library.custom_op(name, ..., tags=, schema=)`` checks beyond ``Library.define``.
 
-    ``schema_str`` is ``"<name>(<args>) -> <returns>"``. ``mutates_args`` given
-    together with an explicit ``schema=`` must name the schema's mutable arguments.
-    Same exception types and words as 2.13's ``custom_op``, on every release.
+    ``schema_str`` is the op's ``"<name>(<args>) -> <returns>"``; ``mutates_args``
+    and ``schema`` are what the user passed (``mutates_args`` given together with
+    ``schema=`` must name its mutable arguments). Same exception types and words
+    as 2.13's ``custom_op``, on every release.
     """
     parsed = torch._C.parse_schema(schema_str)
     if kind != "out" and any(a.kwarg_only and _is_tensor_like(a.type) for a in parsed.arguments):
         raise NotImplementedError(
             f"custom_op with kwarg-only Tensor args. Please make your tensors not kwarg-only. Got: {schema_str}"
         )
-    if explicit and mutates_args is not None:
+    if schema is not None and mutates_args is not None:
         expected = {a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write}
         if expected != set(mutates_args):
             raise ValueError(
                 f"Attempted to create a custom op with `mutates_args={mutates_args}` "
-                f"and `schema={schema_str[schema_str.index('(') :]}. The schema suggests that the op mutates {expected}"
+                f"and `schema={schema}. The schema suggests that the op mutates {expected}"
                 f"which is different from what was provided to us in `mutates_args`. "
                 f"Please make these consistent."
             )

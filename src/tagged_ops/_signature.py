@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import torch
 
@@ -214,7 +214,7 @@ def define_signature(
     fn: Callable[..., Any],
     qualname: str,
     kind: Kind,
-    mutates_args: str | Sequence[str] | None,
+    mutates_args: str | Iterable[str] | None,
     schema: str | None,
 ) -> OpSignature:
     """The op's signature, inferred from ``fn`` or read from ``schema=``, with 2.13's checks.
@@ -228,15 +228,19 @@ def define_signature(
         text = name + rules.infer_schema(fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind)
     else:
         # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
-        text = f"{name}{schema.strip()}" if schema.lstrip().startswith("(") else schema.strip()
+        written = schema.strip()
+        if not written.startswith("(") and written.split("(", 1)[0].strip() != name:
+            raise ValueError(
+                f"tagged_ops: {qualname}: schema= names another op ({written.split('(', 1)[0].strip()!r}); "
+                "write it without a name, as for torch.library.custom_op: '(Tensor(a!) x) -> Tensor(a!)'."
+            )
+        text = f"{name}{written[written.index('('):]}"
         parsed = torch._C.parse_schema(text)
         if kind == "out":
             rules._validate_out_schema(parsed)
         else:
             rules._validate_inplace_schema(parsed)
-    rules.validate_custom_op_schema(
-        text, kind, None if mutates_args is None or isinstance(mutates_args, str) else tuple(mutates_args), schema is not None
-    )
+    rules.validate_custom_op_schema(text, kind, mutates_args, schema)
     return _signature_from_text(fn, qualname, kind, text)
 
 
