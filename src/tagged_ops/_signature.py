@@ -160,8 +160,8 @@ def parse_qualname(qualname: str) -> tuple[str, str]:
     (``ns::foo.out``, ``ns::foo_.Tensor``): they register ``torch.ops.ns.foo.out``.
     """
     namespace, sep, name = qualname.partition("::")
-    packet, _, overload = name.partition(".")
-    if not (sep and namespace.isidentifier() and packet.isidentifier() and (not overload or overload.isidentifier())):
+    packet, dot, overload = name.partition(".")
+    if not (sep and namespace.isidentifier() and packet.isidentifier() and (not dot or overload.isidentifier())):
         raise ValueError(
             f"tagged_ops: op name {qualname!r} must be qualified as 'namespace::name' or "
             "'namespace::name.overload' (identifiers, e.g. 'mylib::sin_out' or 'mylib::sin.out')."
