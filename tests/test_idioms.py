@@ -26,14 +26,15 @@ _LIBS: list[torch.library.Library] = []
 # The functional op, schema-first, as bitsandbytes writes it.
 FUNCTIONAL = (
     "dequant(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type=\"add\", int[] dims=[0], "
-    "ScalarType dtype=float32, Tensor? bias=None, ScalarType? acc=None) -> Tensor"
+    "ScalarType dtype=float, Tensor? bias=None, ScalarType? acc=None) -> Tensor"
 )
+# ("ScalarType dtype=float": parsers before 2.13 read only "float"/"long" or a number there.)
 # (An argument named "mode" breaks torch's own compile path for mutable ops: redirect_to_mode's
 # impl(mode, ...) gets it twice. bitsandbytes calls it quant_type.)
 # Its out overload: the same arguments, then the keyword-only buffer (what to_out_variant pairs on).
 OUT = (
     "(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type=\"add\", int[] dims=[0], "
-    "ScalarType dtype=float32, Tensor? bias=None, ScalarType? acc=None, *, Tensor(a!) out) -> Tensor(a!)"
+    "ScalarType dtype=float, Tensor? bias=None, ScalarType? acc=None, *, Tensor(a!) out) -> Tensor(a!)"
 )
 
 

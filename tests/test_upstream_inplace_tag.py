@@ -18,7 +18,7 @@ import tagged_ops
 
 from ._upstream import functionalized_forward, graphs_differ, rendered
 
-I = "Schema tagged with torch.Tag.inplace"
+INPLACE = "Schema tagged with torch.Tag.inplace"
 
 
 def _add_(self_: Tensor, other: Tensor) -> Tensor:
@@ -53,52 +53,52 @@ def _name(schema: str) -> str:
 
 # (upstream test name, schema, 2.13's full sentence before " Got: <schema>")
 DEFINE_ERRORS = [
-    ("no_positional_args", "no_args(*, Tensor(a!) out) -> Tensor(a!)", f"{I} must have at least one positional argument."),
+    ("no_positional_args", "no_args(*, Tensor(a!) out) -> Tensor(a!)", f"{INPLACE} must have at least one positional argument."),
     (
         "first_arg_not_mutable",
         "not_mutable(Tensor self, Tensor other) -> Tensor",
-        f"{I} requires the first positional argument to be mutable (e.g., Tensor(a!)).",
+        f"{INPLACE} requires the first positional argument to be mutable (e.g., Tensor(a!)).",
     ),
     (
         "first_arg_not_tensor",
         "not_tensor(Tensor(a!)[] self) -> ()",
-        f"{I} requires the first positional argument to be a Tensor. Got type 'List[Tensor]' for arg 'self'.",
+        f"{INPLACE} requires the first positional argument to be a Tensor. Got type 'List[Tensor]' for arg 'self'.",
     ),
-    ("wrong_return_count", "no_return(Tensor(a!) self) -> ()", f"{I} must return exactly one value (the first argument). Got 0 returns."),
+    ("wrong_return_count", "no_return(Tensor(a!) self) -> ()", f"{INPLACE} must return exactly one value (the first argument). Got 0 returns."),
     (
         "wrong_return_count_multiple",
         "multi_return(Tensor(a!) self) -> (Tensor(a!), Tensor)",
-        f"{I} must return exactly one value (the first argument). Got 2 returns.",
+        f"{INPLACE} must return exactly one value (the first argument). Got 2 returns.",
     ),
     (
         "return_not_aliased",
         "bad_alias(Tensor(a!) self) -> Tensor",
-        f"{I} must return the first mutable argument (return must alias the first argument).",
+        f"{INPLACE} must return the first mutable argument (return must alias the first argument).",
     ),
     (
         "return_not_tensor",
         "bad_return_type(Tensor(a!) self) -> int(a!)",
-        f"{I} must return the first mutable argument (return must be a Tensor, got type 'int').",
+        f"{INPLACE} must return the first mutable argument (return must be a Tensor, got type 'int').",
     ),
     (
         "return_not_mutable_alias",
         "bad_return_mutability(Tensor(a!) self) -> Tensor(a)",
-        f"{I} must return the first mutable argument (return must be a mutable alias, e.g., Tensor(a!)).",
+        f"{INPLACE} must return the first mutable argument (return must be a mutable alias, e.g., Tensor(a!)).",
     ),
     (
         "return_wrong_alias",
         "wrong_alias(Tensor(a!) self, Tensor(b!) other) -> Tensor(b!)",
-        f"{I} must return the first mutable argument (return aliases {{'b'}} but first arg aliases {{'a'}}).",
+        f"{INPLACE} must return the first mutable argument (return aliases {{'b'}} but first arg aliases {{'a'}}).",
     ),
     (
         "additional_mutable_positional_arg",
         "extra_mut(Tensor(a!) self, Tensor(b!) other) -> Tensor(a!)",
-        f"{I} must only mutate the first positional argument. Found additional mutable args: ['other'].",
+        f"{INPLACE} must only mutate the first positional argument. Found additional mutable args: ['other'].",
     ),
     (
         "additional_mutable_kwarg",
         "extra_kwarg(Tensor(a!) self, *, Tensor(b!) out) -> Tensor(a!)",
-        f"{I} must only mutate the first positional argument. Found additional mutable args: ['out'].",
+        f"{INPLACE} must only mutate the first positional argument. Found additional mutable args: ['out'].",
     ),
 ]
 

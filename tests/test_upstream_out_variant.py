@@ -24,7 +24,7 @@ from tagged_ops import _capabilities as caps
 
 from ._upstream import functionalized_forward, graphs_differ, rendered
 
-O = "Schema tagged with torch.Tag.out"
+OUT = "Schema tagged with torch.Tag.out"
 _LIBS: list[torch.library.Library] = []
 
 
@@ -67,7 +67,7 @@ def test_single_out(path: str, ns: str) -> None:
     schema = "single_no_return.out(Tensor x, Tensor y, *, Tensor(a!) result) -> ()"
     with pytest.raises(ValueError) as info:
         _out(ns, schema)
-    assert str(info.value) == f"{O} must return all mutable arguments (got 1 mutable args but 0 returns). Got: {rendered(schema)}"
+    assert str(info.value) == f"{OUT} must return all mutable arguments (got 1 mutable args but 0 returns). Got: {rendered(schema)}"
     _pairing(op).check_out_variant(
         getattr(torch.ops, ns).single_return_kwarg.default, getattr(torch.ops, ns).single_return_kwarg.out
     )
@@ -144,23 +144,23 @@ DEFINE_ERRORS = [
     (
         "bad_num_ret",
         "bad_num_ret.out(Tensor x, *, Tensor(a!) result) -> (Tensor(a!), Tensor)",
-        f"{O} must return all mutable arguments (got 1 mutable args but 2 returns).",
+        f"{OUT} must return all mutable arguments (got 1 mutable args but 2 returns).",
     ),
-    ("no_mutable_args", "no_mutable(Tensor x) -> Tensor", f"{O} must have at least one mutable argument."),
+    ("no_mutable_args", "no_mutable(Tensor x) -> Tensor", f"{OUT} must have at least one mutable argument."),
     (
         "mutable_positional_arg",
         "mut_pos(Tensor x, Tensor(a!) out) -> Tensor(a!)",
-        f"{O} requires all mutable arguments to be keyword-only (after the *). Found mutable positional args: ['out'].",
+        f"{OUT} requires all mutable arguments to be keyword-only (after the *). Found mutable positional args: ['out'].",
     ),
     (
         "optional_mutable_arg",
         "mut_opt(Tensor x, *, Tensor(a!)? out=None) -> Tensor(a!)?",
-        f"{O} only supports Tensor mutable arguments. Found unsupported mutable args: ['out'].",
+        f"{OUT} only supports Tensor mutable arguments. Found unsupported mutable args: ['out'].",
     ),
     (
         "tensorlist_mutable_arg",
         "mut_list(Tensor x, *, Tensor(a!)[] out) -> ()",
-        f"{O} only supports Tensor mutable arguments. Found unsupported mutable args: ['out'].",
+        f"{OUT} only supports Tensor mutable arguments. Found unsupported mutable args: ['out'].",
     ),
     (
         "return_not_mutable_alias",

@@ -323,9 +323,28 @@ else:
         if isinstance(value, (str, torch.device)):
             return f'"{value}"'
         if isinstance(value, torch.dtype):
-            return str(value)[len("torch.") :]
+            return _scalar_type_default(value)
         error(
             f"Parameter {name} has an unsupported default value type {type(value)}. "
             "Please file an issue on GitHub so we can prioritize this."
         )
         raise AssertionError("unreachable")
+
+    # c10::ScalarType's numbering, which every schema parser reads. Older parsers
+    # (before 2.13) know only a few dtype names as defaults ("float", "long"), so
+    # 2.13's "float32" is written as its number there: the same default.
+    _SCALAR_TYPE_ORDER = (
+        "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+        "complex32", "complex64", "complex128", "bool", "qint8", "quint8", "qint32", "bfloat16",
+    )  # fmt: skip
+
+    def _scalar_type_default(dtype: torch.dtype) -> str:
+        name = str(dtype)[len("torch.") :]
+        try:
+            torch._C.parse_schema(f"f(ScalarType t={name}) -> ()")
+            return name
+        except RuntimeError:
+            for number, candidate in enumerate(_SCALAR_TYPE_ORDER):
+                if getattr(torch, candidate, None) == dtype:
+                    return str(number)
+            raise
