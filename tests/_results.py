@@ -35,6 +35,12 @@ AREAS = {
     "test_lowering": "compile",
     "test_export": "export",
     "test_testing_kit": "testing kit",
+    "test_overloads": "real-library forms",
+    "test_schema_strings": "real-library forms",
+    "test_idioms": "real-library forms",
+    "test_upstream_inplace_tag": "upstream-derived",
+    "test_upstream_out_variant": "upstream-derived",
+    "test_upstream_custom_ops": "upstream-derived",
 }
 
 
