@@ -19,7 +19,7 @@ from torch import Tensor
 import tagged_ops
 from tagged_ops import _capabilities as caps
 
-from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns
+from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns, require_exported_input_mutations
 
 HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
 
@@ -145,6 +145,30 @@ def test_inplace_overload_lives_in_the_users_packet(path: str, ns: str, overload
     torch.testing.assert_close(y.clone(), r if op.is_native else y)
 
 
+@pytest.mark.parametrize("kind", ["inplace", "out"])
+def test_overloads_export(path: str, ns: str, kind: str) -> None:
+    ip = _define_scale_(ns, "int")
+    out = _define_scale_out(ns, "out")
+
+    class M(torch.nn.Module):
+        def forward(self, x: Tensor, o: Tensor) -> Tensor:
+            y = x * 2
+            if kind == "inplace":
+                ip(y[1:3], 3)
+                ip(x[0:1], 2)
+            else:
+                out(y[1:3], out=o[0:2])
+            return y + o
+
+    x, o = torch.randn(4, 3), torch.zeros(4, 3)
+    require_exported_input_mutations()
+    exported = torch.export.export(M(), (x.clone(), o.clone()))
+    x1, o1, x2, o2 = x.clone(), o.clone(), x.clone(), o.clone()
+    torch.testing.assert_close(exported.module()(x1, o1), M()(x2, o2))
+    torch.testing.assert_close(x1, x2)
+    torch.testing.assert_close(o1, o2)
+
+
 def test_both_overloads_of_one_packet_coexist(path: str, ns: str) -> None:
     a = _define_scale_out(ns, "out")
     b = _define_scale_out(ns, "Tensor_out")
@@ -261,6 +285,7 @@ def test_functional_and_out_overload_are_a_pair(path: str, ns: str, how: str) ->
         def forward(self, x: Tensor, o: Tensor) -> Tensor:
             return uses_both(x, o)
 
+    require_exported_input_mutations()
     exported = torch.export.export(Both(), (x, torch.zeros(4, 3)))
     o1, o2 = torch.zeros(4, 3), torch.zeros(4, 3)
     torch.testing.assert_close(exported.module()(x, o1), uses_both(x, o2))
