@@ -15,6 +15,8 @@ Environment switches:
 * ``TAGGED_OPS_KEEP_ENVS=1``: keep each release's environment after its run
   (by default it is removed: a CUDA build of torch is 4.5-6.5 GB).
 * ``TAGGED_OPS_RESULTS_DIR``: where results JSON go (default ``results/``).
+* ``TAGGED_OPS_SKIP_BENCH=1``: run the tests only, not the benchmarks (CI sets it:
+  benchmarks are measurements, not checks, and cost minutes per release).
 * ``TAGGED_OPS_PRUNE_CACHE=1``: releases outside the CI set install through a
   throw-away uv cache that is deleted after the run, so a full matrix never
   holds more than the CI releases plus one in the cache (about 25 GB).
@@ -81,7 +83,7 @@ def _release_session(release: str, *, fallback: bool) -> None:
             session.install(f"torch=={release}", *deps, env=env)
             session.install("--no-deps", "-e", str(ROOT), env=env)
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
-            if not fallback:
+            if not fallback and not _flag("TAGGED_OPS_SKIP_BENCH"):
                 bench = _results_dir() / "bench"
                 session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench / f"eager-{release}.json"))
                 if release in COMPILED_BENCH_RELEASES:

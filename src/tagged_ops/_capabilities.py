@@ -33,6 +33,7 @@ __all__ = [
     "is_exporting",
     "opcheck_accepts_tolerances",
     "parse_return",
+    "refresh_packet",
     "register_fake",
     "schema_param_types",
     "separate_fallback_compile_caches",
@@ -191,6 +192,25 @@ def destroy_library(lib: torch.library.Library) -> None:
         if isinstance(known, set) and isinstance(owned, set):
             known -= owned
             owned.clear()
+
+
+def refresh_packet(namespace: str, packet: str) -> None:
+    """Make a cached ``torch.ops.<namespace>.<packet>`` list an overload defined after it was built.
+
+    2.13's ``Library.define`` does this itself (``torch._ops._refresh_packet``); on
+    older releases a packet keeps the overload names it saw first, so
+    ``overloads()`` missed ``.Tensor`` defined after ``.Scalar``. There the cached
+    packet is dropped and rebuilt on next access, as torch does when a library goes.
+    """
+    ops_namespace = getattr(torch.ops, namespace)
+    cached = vars(ops_namespace).get(packet)
+    if cached is None:
+        return
+    refresh = getattr(torch._ops, "_refresh_packet", None)
+    if refresh is not None:
+        refresh(cached)
+    else:
+        delattr(ops_namespace, packet)
 
 
 def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:

@@ -91,6 +91,7 @@ class Registration:
         self.qualname = f"{sig.namespace}::{opname}"
         self.lib = Library(sig.namespace, "FRAGMENT")
         self.lib.define(f"{opname}{schema[schema.index('('):]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
+        caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._kernel_libs: dict[str, Library] = {}
         self._fake: Callable[..., Any] = make_kernel_adapter(
