@@ -156,3 +156,90 @@ def test_example_project_runs_green(flags: list[str]) -> None:
     expected_path = "fallback" if flags or not tagged_ops.NATIVE_TAGS else "native"
     assert f"kernel_lib ops take the {expected_path} path" in proc.stdout
     assert re.search(r"\d+ passed", proc.stdout)
+
+
+# -- functional references, as OpInfo refs and NumPy references are written ------------
+
+
+def test_functional_references_pass_correct_ops(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::relu_")
+    def relu_(x: Tensor) -> Tensor:
+        x.clamp_(min=0)
+        return x
+
+    @tagged_ops.define_out(f"{ns}::double_out")
+    def double_out(x: Tensor, alpha: float = 1.0, *, out: Tensor) -> Tensor:
+        torch.mul(x, 2 * alpha, out=out)
+        return out
+
+    @tagged_ops.define_out(f"{ns}::minmax_out")
+    def minmax_out(x: Tensor, *, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
+        torch.amin(x, 0, keepdim=True, out=lo)
+        torch.amax(x, 0, keepdim=True, out=hi)
+        return lo, hi
+
+    x = torch.randn(3, 4)
+    check(relu_, [((x,),)], reference=lambda x: x.clamp(min=0), devices=["cpu"])
+    check(relu_, [((x,),)], reference=lambda x: np.maximum(x.numpy(), 0), devices=["cpu"], compile=False)
+    # inputs in the example's form, out buffers left out; a keyword the example passes is passed on
+    check(double_out, [((x,), {"out": torch.empty(3, 4)}), ((x, 0.5), {"out": torch.empty(3, 4)})], reference=lambda x, alpha=1.0: x * 2 * alpha, devices=["cpu"])
+    check(double_out, [((x,), {"alpha": 3.0, "out": torch.empty(3, 4)})], reference=lambda x, alpha: x * 2 * alpha, devices=["cpu"], compile=False)
+    check(
+        minmax_out,
+        [((x,), {"lo": torch.empty(1, 4), "hi": torch.empty(1, 4)})],
+        reference=lambda x: (x.amin(0, keepdim=True), x.amax(0, keepdim=True)),
+        devices=["cpu"],
+    )
+
+
+def test_functional_reference_catches_an_inplace_kernel_that_does_not_mutate(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::lazy_relu_")
+    def lazy_relu_(x: Tensor) -> Tensor:
+        return x  # forgot to compute
+
+    x = torch.randn(4)
+    with pytest.raises(AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"):
+        check(lazy_relu_, [((x,),)], reference=lambda x: x.clamp(min=0), devices=["cpu"], compile=False)
+
+
+def test_functional_reference_catches_an_out_kernel_that_reads_its_buffer(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::reads_out")
+    def reads_out(x: Tensor, *, out: Tensor) -> Tensor:
+        out.add_(x * 2)
+        return out
+
+    with pytest.raises(AssertionError, match=r"out buffer 'out' still holds the NaN sentinel"):
+        check(reads_out, [((torch.randn(4),), {"out": torch.zeros(4)})], reference=lambda x: x * 2, devices=["cpu"], compile=False)
+
+
+def test_functional_reference_catches_a_kernel_that_reallocates_its_out_buffer(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::grows_out")
+    def grows_out(x: Tensor, *, out: Tensor) -> Tensor:
+        out.set_((x * 2).contiguous())
+        return out
+
+    with pytest.raises(AssertionError, match=r"out buffer 'out' was resized or reallocated"):
+        check(grows_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=lambda x: x * 2, devices=["cpu"], compile=False)
+
+
+def test_functional_reference_catches_a_kernel_wrong_only_for_noncontiguous_inputs(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::flat_relu_", device_types="cpu")
+    def flat_relu_(x: Tensor) -> Tensor:
+        a = x.numpy().reshape(-1)  # a copy when x is not contiguous: the result is lost
+        np.maximum(a, 0, out=a)
+        return x
+
+    with pytest.raises(AssertionError) as info:
+        check(flat_relu_, [((torch.randn(3, 4),),)], reference=lambda x: x.clamp(min=0), devices=["cpu"], compile=False)
+    lines = str(info.value).splitlines()[1:]
+    assert lines and all("[example:cpu/noncontiguous] reference" in line for line in lines), lines
+
+
+def test_functional_reference_with_the_wrong_number_of_results_is_reported(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::double_out")
+    def double_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.mul(x, 2, out=out)
+        return out
+
+    with pytest.raises(AssertionError, match=r"reference: the reference raised ValueError: it returned 2 result\(s\) for 1 mutated tensor\(s\) \('out',\)"):
+        check(double_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=lambda x: (x * 2, x), devices=["cpu"], compile=False)

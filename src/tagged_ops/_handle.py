@@ -94,6 +94,15 @@ class TaggedOp:
         """The registered schema, e.g. ``ns::sin_(Tensor(a0!) x) -> Tensor(a0!)``."""
         return str(self._registration.op._schema)
 
+    @property
+    def mutated_args(self) -> tuple[str, ...]:
+        """Names of the arguments the op mutates: the first one (in-place), or the out buffers in order."""
+        return self._registration.sig.mutated_names
+
+    def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The objects a call ``op(*args, **kwargs)`` mutates, in :attr:`mutated_args` order."""
+        return self._registration.sig.mutated_in_call(args, kwargs)
+
     def to_op_arguments(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`."""
         return self._registration.bind(*args, **kwargs)

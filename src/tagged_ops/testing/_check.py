@@ -64,10 +64,15 @@ def check(
     (or :class:`Sample`). For every example and every :func:`variants` sample:
 
     * ``opcheck``: :func:`tagged_ops.opcheck` on a copy of the sample;
-    * ``reference``: with ``reference`` given (same call form, mutating the same
-      tensors), the op's effect must match it: the mutated tensor of an in-place
-      op, the out buffers of an out= op; and an in-place op must change its
-      input whenever the reference does;
+    * ``reference``: the op's effect must match ``reference``'s: the mutated
+      tensor of an in-place op, the out buffers of an out= op; and an in-place op
+      must change its input whenever the reference's result differs from it.
+      Two forms: functional, as OpInfo and NumPy references are written
+      (``reference=lambda x: x.clamp(min=0)`` for an in-place relu,
+      ``lambda x: x * 2`` for an out= op): called with the example's inputs only,
+      out buffers left out, it returns a Tensor, a tuple of Tensors or NumPy
+      arrays, one per mutated tensor; or mutating, in the handle's call form
+      (``lambda x, *, out: torch.sin(x, out=out)``), returning None;
     * ``returns``: the op returns the very object(s) it mutated;
     * ``out-buffers``: out buffers are written, never read: results must not change
       when they are pre-filled with a sentinel (NaN) and then with other garbage;
@@ -81,7 +86,6 @@ def check(
     failures: list[str] = []
     stages_run = 0
     samples = [s for ex in examples for s in _expand(op, _as_sample(ex), dtypes, devices)]
-    sig = op._registration.sig
     for sample in samples:
 
         def fail(stage: str, message: str, label: str = sample.label) -> None:
@@ -98,9 +102,9 @@ def check(
         # eager run, identity and out-buffer discipline
         eager = sample.clone()
         original = sample.clone()
-        before = [_layout(t) for t in sig.mutated_in_call(eager.args, eager.kwargs)]
+        before = [_layout(t) for t in op.mutated_in_call(eager.args, eager.kwargs)]
         if op.kind == "out":
-            for t in sig.mutated_in_call(eager.args, eager.kwargs):
+            for t in op.mutated_in_call(eager.args, eager.kwargs):
                 _fill(t, 0)
         stages_run += 1
         try:
@@ -109,23 +113,23 @@ def check(
         except Exception as e:  # noqa: BLE001
             fail("eager", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
             continue
-        mutated = sig.mutated_in_call(eager.args, eager.kwargs)
+        mutated = op.mutated_in_call(eager.args, eager.kwargs)
         expected_result = mutated[0] if len(mutated) == 1 else mutated
         stages_run += 1
         if not (result is expected_result or (isinstance(result, tuple) and all(a is b for a, b in zip(result, mutated, strict=False)))):
-            fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {sig.mutated_names}")
+            fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {op.mutated_args}")
         if op.kind == "out":
             stages_run += 1
             after = [_layout(t) for t in mutated]
-            for name, b, a in zip(sig.mutated_names, before, after, strict=True):
+            for name, b, a in zip(op.mutated_args, before, after, strict=True):
                 if a != b:
                     fail("out-buffers", f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}")
             again = sample.clone()
-            for t in sig.mutated_in_call(again.args, again.kwargs):
+            for t in op.mutated_in_call(again.args, again.kwargs):
                 _fill(t, 1)
             with torch.no_grad():
                 op(*again.args, **again.kwargs)
-            for name, first, second in zip(sig.mutated_names, mutated, sig.mutated_in_call(again.args, again.kwargs), strict=True):
+            for name, first, second in zip(op.mutated_args, mutated, op.mutated_in_call(again.args, again.kwargs), strict=True):
                 if bool(torch.isnan(first).any()) if first.is_floating_point() else False:
                     fail("out-buffers", f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it")
                 elif (diff := _same(first, second)) is not None:
@@ -134,11 +138,14 @@ def check(
         # reference
         if reference is not None:
             stages_run += 1
-            ref = sample.clone()
-            with torch.no_grad():
-                reference(*ref.args, **ref.kwargs)
-            ref_mutated = sig.mutated_in_call(ref.args, ref.kwargs)
-            for name, got, want, orig in zip(sig.mutated_names, mutated, ref_mutated, sig.mutated_in_call(original.args, original.kwargs), strict=True):
+            try:
+                ref_mutated = _reference_effect(op, reference, sample, mutated)
+            except Exception as e:  # noqa: BLE001
+                fail("reference", f"the reference raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                ref_mutated = None
+            for name, got, want, orig in zip(
+                op.mutated_args, mutated, ref_mutated or (), op.mutated_in_call(original.args, original.kwargs), strict=False
+            ):
                 if op.kind == "inplace" and _same(want, orig) is not None and _same(got, orig) is None:
                     fail("reference", f"the op did not change its input '{name}', but the reference does")
                 elif (diff := _same(got, want)) is not None:
@@ -152,7 +159,7 @@ def check(
                 torch._dynamo.reset()
                 with torch.no_grad():
                     torch.compile(_call(op), fullgraph=True)(*comp.args, **comp.kwargs)
-                for name, got, want in zip(sig.mutated_names, sig.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True):
+                for name, got, want in zip(op.mutated_args, op.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True):
                     if (diff := _same(got, want)) is not None:
                         fail("compile", f"'{name}' differs from eager: {diff}")
             except Exception as e:  # noqa: BLE001
@@ -172,6 +179,42 @@ def check(
     return f"tagged_ops.testing.check({op.qualname}): {len(samples)} samples, {stages_run} checks passed ({path} path)"
 
 
+def _reference_effect(op: TaggedOp, reference: Callable[..., Any], sample: Sample, mutated: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """What ``reference`` says the mutated tensors must hold after the call.
+
+    A functional reference (returns a Tensor, a tuple of Tensors or NumPy arrays)
+    is called with the example's inputs only, out buffers left out; its results
+    stand for the mutated tensor (in-place) or the out buffers (out=), in order.
+    A reference that returns None mutates in the handle's call form instead.
+    """
+    names = op.mutated_args if op.kind == "out" else ()
+    inputs = sample.clone()
+    kwargs = {k: v for k, v in inputs.kwargs.items() if k not in names}
+    try:
+        with torch.no_grad():
+            result = reference(*inputs.args, **kwargs)
+    except TypeError:
+        if not names:
+            raise
+        result = None  # it wants the out buffers: a reference in the call form
+    if result is None:
+        if names:
+            inputs = sample.clone()
+            with torch.no_grad():
+                reference(*inputs.args, **inputs.kwargs)
+        return op.mutated_in_call(inputs.args, inputs.kwargs)
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    if len(results) != len(mutated):
+        raise ValueError(f"it returned {len(results)} result(s) for {len(mutated)} mutated tensor(s) {op.mutated_args}")
+    return tuple(r if isinstance(r, Tensor) else _from_numpy(r, like=m) for r, m in zip(results, mutated, strict=True))
+
+
+def _from_numpy(value: Any, *, like: Tensor) -> Tensor:
+    import numpy as np  # only a NumPy reference needs it: a test dependency, not a runtime one
+
+    return torch.as_tensor(np.asarray(value)).to(device=like.device, dtype=like.dtype)
+
+
 def _expand(op: TaggedOp, sample: Sample, dtypes: Sequence[torch.dtype], devices: Sequence[str] | None) -> list[Sample]:
     return [Sample(f"{sample.label}:{s.label}", s.args, s.kwargs) for s in variants(op, sample.args, sample.kwargs, dtypes=dtypes, devices=devices)]
 
@@ -185,9 +228,8 @@ def _call(op: TaggedOp) -> Callable[..., Any]:
 
 def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
     """Export a module that holds the mutated tensors as buffers and takes the other tensors as inputs."""
-    sig = op._registration.sig
-    names = sig.mutated_names
-    mutated_ids = {id(t) for t in sig.mutated_in_call(sample.args, sample.kwargs)}
+    names = op.mutated_args
+    mutated_ids = {id(t) for t in op.mutated_in_call(sample.args, sample.kwargs)}
     slots: list[tuple[str, Any]] = [("arg", i) for i in range(len(sample.args))] + [("kw", k) for k in sample.kwargs]
     values = [sample.args[i] if kind == "arg" else sample.kwargs[i] for kind, i in slots]
     buffers = [v for v in values if isinstance(v, Tensor) and id(v) in mutated_ids]

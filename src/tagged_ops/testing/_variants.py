@@ -91,7 +91,7 @@ def variants(
     each extra floating dtype in ``dtypes``.
     """
     kwargs = dict(kwargs or {})
-    outs = set(op._registration.sig.mutated_names) if op.kind == "out" else set()
+    outs = set(op.mutated_args) if op.kind == "out" else set()
     for device in default_devices() if devices is None else devices:
 
         def on(t: Tensor, device: str = device) -> Tensor:
