@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import tagged_ops
+from tagged_ops._switches import env_flag
 
 AREAS = {
     "test_definition_errors": "eager",
@@ -96,7 +97,7 @@ class ResultsRecorder:
             + (f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no CUDA device"),
             "cuda_available": torch.cuda.is_available(),
             "native_tags": tagged_ops.NATIVE_TAGS,
-            "fallback_forced": os.environ.get(tagged_ops.FALLBACK_ENV_VAR, "") not in ("", "0"),
+            "fallback_forced": env_flag(tagged_ops.FALLBACK_ENV_VAR),
             "paths": describe_paths(),
             "areas": {a: {p: dict(c) for p, c in paths.items()} for a, paths in sorted(self.counts.items())},
             "failures": self.failures,

@@ -46,3 +46,24 @@ def functionalized_forward(fn: Callable[..., Any], *args: Any) -> tuple[str, Any
 def graphs_differ(request: pytest.FixtureRequest, is_native: bool) -> None:
     """Upstream's expected functionalized graph: never on the native path (twin), sometimes on the fallback."""
     request.applymarker(pytest.mark.xfail(reason=UNTAGGED_TWIN_GRAPHS, strict=is_native))
+
+
+def xfail_where_an_argument_named_self_cannot_compile(request: pytest.FixtureRequest) -> None:
+    """Upstream's ops name their first argument ``self``; torch 2.3-2.5's ``auto_functionalized(op, **kwargs)``
+    takes ``self`` as its own (``got multiple values for argument 'self'``), for any mutable custom op."""
+    import inspect
+
+    module = pytest.importorskip("torch._higher_order_ops.auto_functionalize")
+    hop = getattr(module, "auto_functionalized", None)
+    if hop is None:
+        return
+    params = list(inspect.signature(type(hop).__call__).parameters.values())
+    takes_op_arguments_as_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)  # 2.3+; 2.2 took a dict
+    if takes_op_arguments_as_keywords and params[0].kind is not inspect.Parameter.POSITIONAL_ONLY:  # 2.6+: positional-only
+        request.applymarker(
+            pytest.mark.xfail(
+                reason=f"torch {torch.__version__}: auto_functionalized takes an op argument named 'self' as its own "
+                "(a hand-written op too); name it otherwise on this release",
+                strict=True,
+            )
+        )

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops._capabilities import FALLBACK_ENV_VAR
+from tagged_ops._switches import FALLBACK_ENV_VAR, env_flag
 
 # Registered by the pytest11 entry point when tagged-ops is installed; named here
 # for runs against a source tree (nox -s tests-installed). Same name: loaded once.
 pytest_plugins = ["tagged_ops.testing.pytest_plugin"]
 
-_FORCED_AT_START = os.environ.get(FALLBACK_ENV_VAR, "") not in ("", "0")
+_FORCED_AT_START = env_flag(FALLBACK_ENV_VAR)
 _counter = itertools.count()
 
 

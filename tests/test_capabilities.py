@@ -41,11 +41,41 @@ def test_version_string_is_never_consulted(monkeypatch: pytest.MonkeyPatch) -> N
     assert caps._probe_native_tags() is tagged_ops.NATIVE_TAGS
 
 
-@pytest.mark.parametrize(("value", "forced"), [("1", True), ("true", True), ("0", False), ("", False), ("no", False)])
-def test_fallback_switch(monkeypatch: pytest.MonkeyPatch, value: str, forced: bool) -> None:
-    monkeypatch.setenv(caps.FALLBACK_ENV_VAR, value)
+@pytest.mark.parametrize(
+    ("value", "forced"),
+    [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("", False), ("no", False), ("false", False), ("off", False), (None, False)],
+)
+def test_fallback_switch(monkeypatch: pytest.MonkeyPatch, value: str | None, forced: bool) -> None:
+    if value is None:
+        monkeypatch.delenv(caps.FALLBACK_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(caps.FALLBACK_ENV_VAR, value)
     assert caps.fallback_forced() is forced
     assert caps.use_native_tags() is (tagged_ops.NATIVE_TAGS and not forced)
+
+
+def test_one_parser_serves_every_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tagged_ops._switches import REQUIRE_CUDA_ENV_VAR, env_flag
+    from tagged_ops.testing import pytest_plugin
+
+    assert pytest_plugin.env_flag is env_flag and caps.env_flag is env_flag
+    monkeypatch.setenv(REQUIRE_CUDA_ENV_VAR, "no")
+    assert env_flag(REQUIRE_CUDA_ENV_VAR) is False
+    monkeypatch.setenv(caps.FALLBACK_ENV_VAR, "maybe")
+    with pytest.raises(ValueError, match=r"TAGGED_OPS_FALLBACK='maybe' is neither on"):
+        caps.fallback_forced()
+
+
+def test_switches_and_nox_helper_import_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import tagged_ops._switches, tagged_ops.testing.pytest_plugin, tagged_ops.testing.nox; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
 
 
 def test_bump_versions_bumps_every_tensor() -> None:

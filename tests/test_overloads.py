@@ -116,7 +116,13 @@ def test_out_overload_lives_in_the_users_packet(path: str, ns: str, overload: st
     assert op.opoverload is getattr(packet, overload)
     assert op.qualname == f"{ns}::scale.{overload}"
     expected = {overload} | ({"default"} if how != "none" else set())
-    assert set(packet.overloads()) == expected  # no twin or helper overloads among the user's
+    if when == "after" and not hasattr(torch._ops, "_refresh_packet"):
+        # torch < 2.13 does not refresh a cached packet when someone else defines an overload
+        # into it later: ask the dispatcher itself what the packet holds
+        listed = {name or "default" for name in torch._C._jit_get_operation(f"{ns}::scale")[1]}
+    else:
+        listed = set(packet.overloads())
+    assert listed == expected  # no twin or helper overloads among the user's
     x, o = torch.randn(3), torch.empty(3)
     assert op(x, out=o) is o
     torch.testing.assert_close(o, x * 2)
@@ -125,7 +131,7 @@ def test_out_overload_lives_in_the_users_packet(path: str, ns: str, overload: st
     assert result is o2
     torch.testing.assert_close(o2, x * 2)
     if how != "none":
-        torch.testing.assert_close(packet(x), x * 2)  # the functional op is untouched
+        torch.testing.assert_close(packet.default(x), x * 2)  # the functional op is untouched
 
 
 @pytest.mark.parametrize("overload", ["Tensor", "int"])

@@ -16,6 +16,7 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops._selfcheck import SinOps, define_sin_ops
+from tagged_ops._switches import env_flag
 
 _ids = itertools.count()
 
@@ -106,7 +107,7 @@ def _observe(fallback: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str,
 
 
 @pytest.mark.skipif(not tagged_ops.NATIVE_TAGS, reason="this torch has only the fallback path; nothing to compare")
-@pytest.mark.skipif(os.environ.get(tagged_ops.FALLBACK_ENV_VAR, "") not in ("", "0"), reason="fallback forced for the whole run")
+@pytest.mark.skipif(env_flag(tagged_ops.FALLBACK_ENV_VAR), reason="fallback forced for the whole run")
 def test_native_and_fallback_are_indistinguishable(monkeypatch: pytest.MonkeyPatch) -> None:
     native, was_native = _observe(False, monkeypatch)
     fallback, was_fallback_native = _observe(True, monkeypatch)

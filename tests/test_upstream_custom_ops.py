@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
+from tagged_ops import _capabilities as caps
 
 from ._upstream import FAKE_RETURN_IGNORED, LEAF_REFUSED, REGISTER_AUTOGRAD_NAMES_UNTAGGED
 
@@ -54,7 +55,13 @@ INFERRED_OUT = "(Tensor x, float scale=1.0, *, Tensor(a2!) out, Tensor? bias=Non
 
 def _arguments(op_or_schema: object) -> dict[str, tuple[str, object, bool]]:
     schema = op_or_schema if isinstance(op_or_schema, torch._C.FunctionSchema) else op_or_schema._schema  # type: ignore[attr-defined]
-    return {a.name: (str(a.type), a.default_value, a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments}
+    # 2.2's fallback schema leaves defaults out on purpose (caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION;
+    # the handle passes every argument): compare defaults only where schemas carry them
+    defaults = caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION or tagged_ops.NATIVE_TAGS and not caps.fallback_forced()
+    return {
+        a.name: (str(a.type), a.default_value if defaults else None, a.alias_info is not None and a.alias_info.is_write)
+        for a in schema.arguments
+    }
 
 
 def test_infer_schema_supported_inplace(path: str, ns: str) -> None:

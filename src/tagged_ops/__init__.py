@@ -1,4 +1,4 @@
-"""tagged_ops: PyTorch 2.13's tagged mutable custom ops, with one contract on torch 2.4+.
+"""tagged_ops: PyTorch 2.13's tagged mutable custom ops, with one contract on torch 2.2+.
 
 Public surface:
 
@@ -10,11 +10,23 @@ Public surface:
 
 Set ``TAGGED_OPS_FALLBACK=1`` before defining ops to force the fallback path
 (to test your old-torch path on a new torch).
+
+Attributes load on first use (PEP 562), so ``tagged_ops._switches`` and
+``tagged_ops.testing.nox`` import without torch: a noxfile or pytest start-up
+pays nothing for them.
 """
 
-from ._capabilities import FALLBACK_ENV_VAR, NATIVE_TAGS
-from ._handle import TaggedOp, define_inplace, define_out, is_native
-from ._opcheck import opcheck
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._switches import FALLBACK_ENV_VAR
+
+if TYPE_CHECKING:
+    from ._capabilities import NATIVE_TAGS
+    from ._handle import TaggedOp, define_inplace, define_out, is_native
+    from ._opcheck import opcheck
 
 __all__ = [
     "FALLBACK_ENV_VAR",
@@ -27,3 +39,25 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_HOME = {
+    "NATIVE_TAGS": "._capabilities",
+    "TaggedOp": "._handle",
+    "define_inplace": "._handle",
+    "define_out": "._handle",
+    "is_native": "._handle",
+    "opcheck": "._opcheck",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tagged_ops' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

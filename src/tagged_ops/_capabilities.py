@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 from typing import Any, Callable, Mapping
 
 import torch
@@ -41,7 +40,7 @@ __all__ = [
     "use_native_tags",
 ]
 
-FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"
+from ._switches import FALLBACK_ENV_VAR, env_flag
 
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
@@ -80,7 +79,7 @@ def fallback_forced() -> bool:
 
     Read when an op is defined, so a test suite can flip it between definitions.
     """
-    return os.environ.get(FALLBACK_ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}
+    return env_flag(FALLBACK_ENV_VAR)
 
 
 def use_native_tags() -> bool:
@@ -199,18 +198,22 @@ def refresh_packet(namespace: str, packet: str) -> None:
 
     2.13's ``Library.define`` does this itself (``torch._ops._refresh_packet``); on
     older releases a packet keeps the overload names it saw first, so
-    ``overloads()`` missed ``.Tensor`` defined after ``.Scalar``. There the cached
-    packet is dropped and rebuilt on next access, as torch does when a library goes.
+    ``overloads()`` missed ``.Tensor`` defined after ``.Scalar``. The backport
+    refreshes the same packet object in place, as upstream does, so the
+    ``OpOverload`` objects handles already hold stay the packet's own.
     """
-    ops_namespace = getattr(torch.ops, namespace)
-    cached = vars(ops_namespace).get(packet)
+    cached = vars(getattr(torch.ops, namespace)).get(packet)
     if cached is None:
         return
     refresh = getattr(torch._ops, "_refresh_packet", None)
     if refresh is not None:
         refresh(cached)
-    else:
-        delattr(ops_namespace, packet)
+        return
+    op, overload_names = torch._C._jit_get_operation(cached._qualified_op_name)
+    if op is not None:
+        op.__module__ = cached._op.__module__
+        cached._op = op
+        cached._overload_names = overload_names
 
 
 def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:

@@ -4,16 +4,41 @@
   other layouts (non-contiguous, storage offset, non-contiguous out buffers),
   dtypes and devices.
 * :func:`check`: ``tagged_ops.opcheck`` on every sample, plus what opcheck
-  misses: the effect against a reference, out buffers written and never read
-  (sentinel-filled), never resized or reallocated, an in-place op that really
-  mutates, and the same effect under ``torch.compile(fullgraph=True)`` (and
-  ``torch.export`` on request).
+  misses: the effect against a reference (functional, or mutating in the call
+  form), out buffers written and never read (sentinel-filled), never resized or
+  reallocated, an in-place op that really mutates, and the same effect under
+  ``torch.compile(fullgraph=True)`` (and ``torch.export`` on request).
 * A pytest plugin (loaded automatically when tagged-ops is installed): the
   ``tagged_ops_device`` fixture (CPU, and CUDA or a skip with the reason),
   ``--tagged-ops-require-cuda`` and ``--tagged-ops-fallback``.
+* :mod:`tagged_ops.testing.nox`: your suite on many torch releases, in a few
+  lines of your noxfile.
+
+Attributes load on first use, so the plugin and the nox helper import without torch.
 """
 
-from ._check import check
-from ._variants import Sample, default_devices, noncontiguous, variants, with_storage_offset
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._check import check
+    from ._variants import Sample, default_devices, noncontiguous, variants, with_storage_offset
 
 __all__ = ["Sample", "check", "default_devices", "noncontiguous", "variants", "with_storage_offset"]
+
+_HOME = {"check": "._check", **{n: "._variants" for n in ("Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset")}}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tagged_ops.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

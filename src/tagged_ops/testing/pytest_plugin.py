@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"  # not imported from tagged_ops: importing torch here would slow every pytest run
-REQUIRE_CUDA_ENV_VAR = "TAGGED_OPS_REQUIRE_CUDA"
+# (tagged_ops loads lazily: this import does not import torch, so a pytest start-up pays nothing)
+from .._switches import FALLBACK_ENV_VAR, REQUIRE_CUDA_ENV_VAR, env_flag
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,7 +35,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def _require_cuda(config: pytest.Config) -> bool:
-    return bool(config.getoption("--tagged-ops-require-cuda")) or os.environ.get(REQUIRE_CUDA_ENV_VAR, "") not in ("", "0")
+    return bool(config.getoption("--tagged-ops-require-cuda")) or env_flag(REQUIRE_CUDA_ENV_VAR)
 
 
 @pytest.fixture(params=["cpu", "cuda"])

@@ -1,0 +1,30 @@
+"""Environment switches: one parser for every ``TAGGED_OPS_*`` on/off variable.
+
+Used by the package, the pytest plugin, the nox helper and the tests, and
+imports nothing heavy (no torch), so a noxfile or a pytest start-up can read it.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["FALLBACK_ENV_VAR", "REQUIRE_CUDA_ENV_VAR", "env_flag"]
+
+#: ``TAGGED_OPS_FALLBACK=1``: ops defined from now on take the fallback path.
+FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"
+#: ``TAGGED_OPS_REQUIRE_CUDA=1``: a missing GPU fails the CUDA tests instead of skipping them.
+REQUIRE_CUDA_ENV_VAR = "TAGGED_OPS_REQUIRE_CUDA"
+
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_flag(name: str) -> bool:
+    """Whether switch ``name`` is on: ``1``/``true``/``yes``/``on`` (any case) are on; unset, ``0``,
+    ``false``, ``no`` and ``off`` are off; anything else is refused, naming the variable."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ValueError(f"tagged_ops: {name}={os.environ[name]!r} is neither on (1, true, yes, on) nor off (0, false, no, off, unset).")
