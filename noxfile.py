@@ -37,22 +37,23 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "src"))  # the matrix helpers we ship to users; they import without torch
+from tagged_ops._switches import env_flag  # noqa: E402
+from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
+
 RELEASES = ["2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
 # The 64 MB compiled-buffer benchmark (under half a minute each); on 2.2 it times
 # tagged_ops alone, since no raw lowering compiles there.
 COMPILED_BENCH_RELEASES = RELEASES
-PYTHON = "3.11"
-TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools"]  # setuptools: Inductor on 2.4 needs it
-# Releases built against NumPy 1.x: with NumPy 2 their numpy interop fails to import.
-NUMPY_1_RELEASES = {"2.2.2", "2.3.1"}
+TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools", "nox"]  # setuptools: Inductor on 2.4 needs it; nox: the helper's tests
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests-installed"]
 
 
 def _flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
+    return env_flag(name)
 
 
 def _results_dir() -> Path:
@@ -71,7 +72,7 @@ def _release_session(release: str, *, fallback: bool) -> None:
     tags = ["matrix"] + (["ci"] if release in CI_RELEASES else [])
     name = f"tests-{release}" + ("-fallback" if fallback else "")
 
-    @nox.session(name=name, python=PYTHON, tags=tags, reuse_venv=False)
+    @nox.session(name=name, python=python_for(release), tags=tags, reuse_venv=False)
     def session(session: nox.Session) -> None:
         env = {}
         scratch_cache = None
@@ -79,8 +80,7 @@ def _release_session(release: str, *, fallback: bool) -> None:
             scratch_cache = tempfile.mkdtemp(prefix=f"uv-cache-{release}-")
             env["UV_CACHE_DIR"] = scratch_cache
         try:
-            deps = [("numpy<2" if d == "numpy" and release in NUMPY_1_RELEASES else d) for d in TEST_DEPS]
-            session.install(f"torch=={release}", *deps, env=env)
+            install_torch(session, release, *TEST_DEPS, env=env)  # NumPy 1 where the release needs it
             session.install("--no-deps", "-e", str(ROOT), env=env)
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
             if not fallback and not _flag("TAGGED_OPS_SKIP_BENCH"):
@@ -133,7 +133,7 @@ def compat_matrix(session: nox.Session) -> None:
     session.run(sys.executable, str(ROOT / "tools" / "compat_matrix.py"), *session.posargs, external=True)
 
 
-@nox.session(name="lint", python=PYTHON, tags=["ci"])
+@nox.session(name="lint", python=python_for("2.13.0"), tags=["ci"])
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package."""
     session.install("ruff", "mypy", "numpy", "torch==2.13.0")

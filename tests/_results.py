@@ -36,6 +36,7 @@ AREAS = {
     "test_lowering": "compile",
     "test_export": "export",
     "test_testing_kit": "testing kit",
+    "test_nox_helper": "testing kit",
     "test_overloads": "real-library forms",
     "test_schema_strings": "real-library forms",
     "test_idioms": "real-library forms",
