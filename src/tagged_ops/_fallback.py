@@ -1,4 +1,4 @@
-"""The fallback path: torch without native tags (2.4-2.12), or ``TAGGED_OPS_FALLBACK=1``.
+"""The fallback path: torch without native tags (2.2-2.12), or ``TAGGED_OPS_FALLBACK=1``.
 
 Older ``custom_op`` refuses both tagged shapes (keyword-only Tensor arguments,
 returning an input), so the op is registered untagged: it mutates and returns
