@@ -1,0 +1,33 @@
+"""examples/classic_port: the callers of a classic library keep their call forms after the port.
+
+Each run is its own process (both variants define ``classic_lib``), on the path
+this test parametrizes; eager everywhere, compiled where Inductor lowers
+mutable custom ops at all (2.3+).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tagged_ops._switches import FALLBACK_ENV_VAR
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "classic_port"
+
+
+@pytest.mark.parametrize("variant", ["before", "after"])
+def test_existing_call_forms_keep_working(path: str, variant: str) -> None:
+    if variant == "before" and path == "native":
+        pytest.skip("the classic library does not use tagged_ops: its run under the fallback parameter covers it")
+    env = dict(os.environ)
+    if path == "fallback":
+        env[FALLBACK_ENV_VAR] = "1"
+    else:
+        env.pop(FALLBACK_ENV_VAR, None)
+    run = subprocess.run([sys.executable, str(EXAMPLE / "callers.py"), variant], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    assert f"classic_lib ({variant}): eager" in run.stdout
