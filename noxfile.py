@@ -55,10 +55,6 @@ nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests-installed"]
 
 
-def _flag(name: str) -> bool:
-    return env_flag(name)
-
-
 def _results_dir() -> Path:
     return Path(os.environ.get("TAGGED_OPS_RESULTS_DIR", ROOT / "results"))
 
@@ -79,20 +75,20 @@ def _release_session(release: str, *, fallback: bool) -> None:
     def session(session: nox.Session) -> None:
         env = {}
         scratch_cache = None
-        if _flag("TAGGED_OPS_PRUNE_CACHE") and release not in CI_RELEASES:
+        if env_flag("TAGGED_OPS_PRUNE_CACHE") and release not in CI_RELEASES:
             scratch_cache = tempfile.mkdtemp(prefix=f"uv-cache-{release}-")
             env["UV_CACHE_DIR"] = scratch_cache
         try:
             install_torch(session, release, *TEST_DEPS, env=env)  # NumPy 1 where the release needs it
             session.install("--no-deps", "-e", str(ROOT), env=env)
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
-            if not fallback and not _flag("TAGGED_OPS_SKIP_BENCH"):
+            if not fallback and not env_flag("TAGGED_OPS_SKIP_BENCH"):
                 bench = _results_dir() / "bench"
                 session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench / f"eager-{release}.json"))
                 if release in COMPILED_BENCH_RELEASES:
                     session.run("python", str(ROOT / "benchmarks" / "compiled_buffers.py"), "--json", str(bench / f"compiled-{release}.json"))
         finally:
-            if not _flag("TAGGED_OPS_KEEP_ENVS"):
+            if not env_flag("TAGGED_OPS_KEEP_ENVS"):
                 shutil.rmtree(session.virtualenv.location, ignore_errors=True)
             if scratch_cache:
                 shutil.rmtree(scratch_cache, ignore_errors=True)

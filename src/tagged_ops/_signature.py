@@ -79,11 +79,6 @@ class OpSignature:
         return self.name.partition(".")[0]
 
     @property
-    def overload(self) -> str:
-        """``out`` for ``ns::foo.out``; ``default`` for ``ns::foo``."""
-        return self.name.partition(".")[2] or "default"
-
-    @property
     def mutated(self) -> tuple[Param, ...]:
         """The mutated parameters: the first argument (in-place) or the out buffers."""
         return tuple(p for p in self.params if p.mutated)

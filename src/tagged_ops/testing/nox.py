@@ -36,6 +36,8 @@ from typing import Any, Callable, Sequence
 
 from packaging.version import Version
 
+from .._switches import env_flag
+
 __all__ = ["NUMPY_1_RELEASES", "PYTHON_RANGES", "install_torch", "python_for", "torch_matrix"]
 
 #: (oldest, newest) CPython minor version with torch wheels, by torch minor release.
@@ -63,12 +65,6 @@ def python_for(release: str, prefer: str = _PREFERRED_PYTHON) -> str:
     if Version(low) <= Version(prefer) <= Version(high):
         return prefer
     return low if Version(prefer) < Version(low) else high
-
-
-def _flag(name: str) -> bool:
-    from .._switches import env_flag
-
-    return env_flag(name)
 
 
 def install_torch(session: Any, release: str, *deps: str, env: dict[str, str] | None = None) -> None:
@@ -119,7 +115,7 @@ def torch_matrix(
                 junit = [f"--junitxml={target}"] if is_pytest else []
                 session.run(*command, *extra, *junit, *session.posargs)
             finally:
-                if prune or _flag("TAGGED_OPS_PRUNE_ENVS"):
+                if prune or env_flag("TAGGED_OPS_PRUNE_ENVS"):
                     shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
         run.__doc__ = f"The suite on torch {release}" + (" with the fallback forced (--tagged-ops-fallback)." if forced else ".")
