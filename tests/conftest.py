@@ -33,6 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Each run compiles into its own Inductor cache: results never depend on
     # what an earlier run (another release, another path) left behind.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tagged_ops_inductor_"))
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker:
+        # pytest-xdist: workers number their op namespaces alike (see ``ns``), and a
+        # cache entry names ops only by name, so each worker gets a cache of its own.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], worker)
     target = os.environ.get("TAGGED_OPS_RESULTS")
     if target:
         from ._results import ResultsRecorder
