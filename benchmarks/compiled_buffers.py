@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 import tagged_ops
+import tagged_ops._switches
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from tests._lowering import lowerings, pattern  # noqa: E402
@@ -69,7 +70,7 @@ def measure(mb: int, calls: int, repeat: int) -> dict[str, Any]:
         ratios[name] = round(statistics.median(round_ratios), 3) if round_ratios else None
     return {
         "torch": torch.__version__,
-        "path": "native" if tagged_ops.NATIVE_TAGS and not tagged_ops._capabilities.fallback_forced() else "fallback",
+        "path": "native" if tagged_ops.NATIVE_TAGS and not tagged_ops._switches.fallback_forced() else "fallback",
         "buffer_mb": mb,
         "ms_per_call": results,
         "ratio_to_best_raw": ratios,

@@ -12,7 +12,6 @@ No ``from __future__ import annotations`` here: the raw ops go through torch 2.4
 own schema inference, which rejects string annotations.
 """
 
-
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -47,7 +46,9 @@ class Counts:
 _KEEP: list[torch.library.Library] = []
 
 
-def raw_untagged(qualname: str, schema: str, mutates: tuple[str, ...], kernel: Callable[..., None]) -> Callable[..., None]:
+def raw_untagged(
+    qualname: str, schema: str, mutates: tuple[str, ...], kernel: Callable[..., None]
+) -> Callable[..., None]:
     """An untagged mutable op as a user writes it by hand: custom_op (2.4+), else Library.define (2.2/2.3)."""
     custom_op = getattr(torch.library, "custom_op", None)
     if custom_op is not None:

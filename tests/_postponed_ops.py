@@ -12,7 +12,9 @@ import tagged_ops
 
 def define(ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:
     @tagged_ops.define_inplace(f"{ns}::scale_")
-    def scale_(x: Tensor, factors: Optional[List[float]] = None, repeat: int = 1, bias: Optional[Tensor] = None) -> Tensor:
+    def scale_(
+        x: Tensor, factors: Optional[List[float]] = None, repeat: int = 1, bias: Optional[Tensor] = None
+    ) -> Tensor:
         for _ in range(repeat):
             x.mul_(torch.tensor(factors if factors is not None else [1.0] * x.shape[-1], dtype=x.dtype))
         if bias is not None:

@@ -58,8 +58,12 @@ def xfail_where_an_argument_named_self_cannot_compile(request: pytest.FixtureReq
     if hop is None:
         return
     params = list(inspect.signature(type(hop).__call__).parameters.values())
-    takes_op_arguments_as_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)  # 2.3+; 2.2 took a dict
-    if takes_op_arguments_as_keywords and params[0].kind is not inspect.Parameter.POSITIONAL_ONLY:  # 2.6+: positional-only
+    takes_op_arguments_as_keywords = any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params
+    )  # 2.3+; 2.2 took a dict
+    if (
+        takes_op_arguments_as_keywords and params[0].kind is not inspect.Parameter.POSITIONAL_ONLY
+    ):  # 2.6+: positional-only
         request.applymarker(
             pytest.mark.xfail(
                 reason=f"torch {torch.__version__}: auto_functionalized takes an op argument named 'self' as its own "

@@ -99,7 +99,9 @@ def auto_functionalized(version: str) -> Iterator[None]:
         yield
 
 
-def assert_compiled_matches_eager(fn: Callable[..., Any], make: Callable[[], tuple[Tensor, ...]], version: str = "default") -> None:
+def assert_compiled_matches_eager(
+    fn: Callable[..., Any], make: Callable[[], tuple[Tensor, ...]], version: str = "default"
+) -> None:
     """Results and every mutated input of ``torch.compile(fn, fullgraph=True)`` equal eager's."""
     torch.manual_seed(0)
     eager_args = make()
@@ -158,4 +160,6 @@ def require_returned_views_of_mutated_inputs() -> None:
         torch._dynamo.reset()
         _RETURNS_MUTATED_INPUT_VIEWS = bool(torch.allclose(got, expected))
     if not _RETURNS_MUTATED_INPUT_VIEWS:
-        pytest.xfail(f"torch {torch.__version__}: a compiled function returning a mutated view of its input returns stale values, with aten ops too")
+        pytest.xfail(
+            f"torch {torch.__version__}: a compiled function returning a mutated view of its input returns stale values, with aten ops too"
+        )

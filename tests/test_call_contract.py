@@ -75,7 +75,10 @@ def test_out_kernel_must_return_its_buffers(path: str, ns: str, returned: str) -
             return None  # type: ignore[return-value]
         return b, a
 
-    with pytest.raises(RuntimeError, match=re.escape("An operator tagged with torch.Tag.out must return its mutable keyword-only arguments.")):
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape("An operator tagged with torch.Tag.out must return its mutable keyword-only arguments."),
+    ):
         bad_out(torch.randn(2), a=torch.empty(2), b=torch.empty(2))
 
 
@@ -89,7 +92,9 @@ def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -
     o = torch.zeros(3)
     with pytest.raises(
         RuntimeError,
-        match=re.escape("sin_out(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."),
+        match=re.escape(
+            "sin_out(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."
+        ),
     ):
         sin_out(x, out=o)
     assert torch.equal(o, torch.zeros(3)) and o._version == 0
@@ -184,7 +189,9 @@ class TestBadInput:
             call(copy_out, x, o)
         assert torch.equal(o, torch.zeros(3)) and o._version == 0 and torch.equal(x, torch.ones(3))
 
-    def test_inplace_extra_argument_names_the_op(self, ops: tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp], ns: str) -> None:
+    def test_inplace_extra_argument_names_the_op(
+        self, ops: tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp], ns: str
+    ) -> None:
         checked_, _ = ops
         x = torch.ones(3)
         with pytest.raises(TypeError, match=re.escape(f"{ns}::checked_")):
@@ -214,7 +221,9 @@ def test_grad_check_sees_optional_and_list_tensor_arguments(path: str, ns: str) 
     assert sum_out(xs, out=o) is o and torch.equal(o, torch.full((2,), 2.0))
     for bad in ({"bias": torch.ones(2, requires_grad=True)}, {}):
         inputs = xs if bad else [torch.ones(2), torch.ones(2, requires_grad=True)]
-        with pytest.raises(RuntimeError, match="functions with out=... arguments don't support automatic differentiation"):
+        with pytest.raises(
+            RuntimeError, match="functions with out=... arguments don't support automatic differentiation"
+        ):
             sum_out(inputs, out=o, **bad)
     assert torch.equal(o, torch.full((2,), 2.0))
 

@@ -9,6 +9,7 @@ import torch
 
 import tagged_ops
 from tagged_ops import _capabilities as caps
+from tagged_ops._switches import FALLBACK_ENV_VAR, fallback_forced
 
 
 def test_native_tags_means_both_tags_and_tag_aware_registration() -> None:
@@ -43,27 +44,43 @@ def test_version_string_is_never_consulted(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize(
     ("value", "forced"),
-    [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("", False), ("no", False), ("false", False), ("off", False), (None, False)],
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("", False),
+        ("no", False),
+        ("false", False),
+        ("off", False),
+        (None, False),
+    ],
 )
-def test_fallback_switch(monkeypatch: pytest.MonkeyPatch, value: str | None, forced: bool) -> None:
+def test_fallback_switch(monkeypatch: pytest.MonkeyPatch, ns: str, value: str | None, forced: bool) -> None:
     if value is None:
-        monkeypatch.delenv(caps.FALLBACK_ENV_VAR, raising=False)
+        monkeypatch.delenv(FALLBACK_ENV_VAR, raising=False)
     else:
-        monkeypatch.setenv(caps.FALLBACK_ENV_VAR, value)
-    assert caps.fallback_forced() is forced
-    assert caps.use_native_tags() is (tagged_ops.NATIVE_TAGS and not forced)
+        monkeypatch.setenv(FALLBACK_ENV_VAR, value)
+    assert fallback_forced() is forced
+
+    @tagged_ops.define_inplace(f"{ns}::relu_")
+    def relu_(x: torch.Tensor) -> torch.Tensor:
+        return x.relu_()
+
+    assert relu_.is_native is (tagged_ops.NATIVE_TAGS and not forced)
 
 
 def test_one_parser_serves_every_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     from tagged_ops._switches import REQUIRE_CUDA_ENV_VAR, env_flag
     from tagged_ops.testing import pytest_plugin
 
-    assert pytest_plugin.env_flag is env_flag and caps.env_flag is env_flag
+    assert pytest_plugin.env_flag is env_flag
     monkeypatch.setenv(REQUIRE_CUDA_ENV_VAR, "no")
     assert env_flag(REQUIRE_CUDA_ENV_VAR) is False
-    monkeypatch.setenv(caps.FALLBACK_ENV_VAR, "maybe")
+    monkeypatch.setenv(FALLBACK_ENV_VAR, "maybe")
     with pytest.raises(ValueError, match=r"TAGGED_OPS_FALLBACK='maybe' is neither on"):
-        caps.fallback_forced()
+        fallback_forced()
 
 
 def test_switches_and_nox_helper_import_without_torch() -> None:
@@ -78,7 +95,7 @@ def test_switches_and_nox_helper_import_without_torch() -> None:
     assert out == "False"
 
 
-def test_bump_versions_bumps_every_tensor() -> None:
+def test_increment_version_bumps_every_tensor() -> None:
     a, b = torch.zeros(1), torch.zeros(1)
-    caps.bump_versions((a, b))
+    caps.increment_version()((a, b))
     assert a._version == 1 and b._version == 1

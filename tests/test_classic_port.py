@@ -28,6 +28,8 @@ def test_existing_call_forms_keep_working(path: str, variant: str) -> None:
         env[FALLBACK_ENV_VAR] = "1"
     else:
         env.pop(FALLBACK_ENV_VAR, None)
-    run = subprocess.run([sys.executable, str(EXAMPLE / "callers.py"), variant], env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE / "callers.py"), variant], env=env, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     assert f"classic_lib ({variant}): eager" in run.stdout

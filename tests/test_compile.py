@@ -53,7 +53,10 @@ def _patterns(ops: SinOps) -> dict[str, tuple[Callable[..., Tensor | None], Call
     }
 
 
-@pytest.mark.parametrize("pattern", ["a-inplace-input", "b-out-input", "c-out-slice", "d-inplace-slice", "e-inplace-intermediate", "f-chained"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["a-inplace-input", "b-out-input", "c-out-slice", "d-inplace-slice", "e-inplace-intermediate", "f-chained"],
+)
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_fullgraph_matches_eager(ops: SinOps, pattern: str, dynamic: bool) -> None:
     fn, make = _patterns(ops)[pattern]

@@ -43,9 +43,24 @@ CASES: list[tuple[str, Callable[..., Any], Any, str]] = [
     ("inplace", _f_optional_first, None, f"{IP} requires the first positional argument to be a Tensor."),
     ("inplace", _f_list_first, None, f"{IP} requires the first positional argument to be a Tensor."),
     ("inplace", _f_two, (), f"{IP} requires mutates_args to contain exactly the first positional argument, got ()."),
-    ("inplace", _f_two, ("y",), f"{IP} requires mutates_args to contain exactly the first positional argument, got ('y',)."),
-    ("inplace", _f_two, ("x", "y"), f"{IP} requires mutates_args to contain exactly the first positional argument, got ('x', 'y')."),
-    ("inplace", _f_two, "unknown", f"{IP} requires mutates_args to contain exactly the first positional argument, got unknown."),
+    (
+        "inplace",
+        _f_two,
+        ("y",),
+        f"{IP} requires mutates_args to contain exactly the first positional argument, got ('y',).",
+    ),
+    (
+        "inplace",
+        _f_two,
+        ("x", "y"),
+        f"{IP} requires mutates_args to contain exactly the first positional argument, got ('x', 'y').",
+    ),
+    (
+        "inplace",
+        _f_two,
+        "unknown",
+        f"{IP} requires mutates_args to contain exactly the first positional argument, got unknown.",
+    ),
     ("inplace", _f_returns_none, None, f"{IP} requires the return annotation to be torch.Tensor."),
     ("inplace", _f_returns_int, None, f"{IP} requires the return annotation to be torch.Tensor."),
     ("inplace", _f_no_return, None, "No return type annotation was provided. Please add one."),
@@ -55,10 +70,30 @@ CASES: list[tuple[str, Callable[..., Any], Any, str]] = [
     ("out", _o_optional, ("out",), f"{OUT} only supports mutable keyword-only Tensor arguments."),
     ("out", _o_list, ("out",), f"{OUT} only supports mutable keyword-only Tensor arguments."),
     ("out", _o_none, None, f"{OUT} requires at least one mutable keyword-only Tensor argument."),
-    ("out", _o_two_returns_one, None, f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('o1', 'o2')."),
-    ("out", _o_returns_none, None, f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('out',)."),
-    ("out", _o_no_return, None, f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('out',)."),
-    ("inplace", _f_list_default, None, "Parameter dims has an unsupported default value type <class 'list'>. Please file an issue on GitHub so we can prioritize this."),
+    (
+        "out",
+        _o_two_returns_one,
+        None,
+        f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('o1', 'o2').",
+    ),
+    (
+        "out",
+        _o_returns_none,
+        None,
+        f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('out',).",
+    ),
+    (
+        "out",
+        _o_no_return,
+        None,
+        f"{OUT} requires the return annotation to match the mutable keyword-only Tensor arguments ('out',).",
+    ),
+    (
+        "inplace",
+        _f_list_default,
+        None,
+        "Parameter dims has an unsupported default value type <class 'list'>. Please file an issue on GitHub so we can prioritize this.",
+    ),
 ]
 
 
@@ -70,11 +105,16 @@ def _define(kind: str, name: str, fn: Callable[..., Any], mutates: Any) -> Any:
 
 
 @pytest.mark.parametrize(("kind", "fn", "mutates", "fragment"), CASES, ids=lambda v: getattr(v, "__name__", None))
-def test_definition_error_message(path: str, ns: str, kind: str, fn: Callable[..., Any], mutates: Any, fragment: str) -> None:
+def test_definition_error_message(
+    path: str, ns: str, kind: str, fn: Callable[..., Any], mutates: Any, fragment: str
+) -> None:
     with pytest.raises(ValueError) as info:
         _define(kind, f"{ns}::op", fn, mutates)
     # 2.13's whole sentence, on every release and path
-    assert str(info.value) == f"infer_schema(func): {fragment} Got func with signature {__import__('inspect').signature(fn)})"
+    assert (
+        str(info.value)
+        == f"infer_schema(func): {fragment} Got func with signature {__import__('inspect').signature(fn)})"
+    )
     # Nothing was registered under the name.
     assert not hasattr(getattr(torch.ops, ns), "op")
 
@@ -116,9 +156,21 @@ def test_name_must_be_qualified(path: str) -> None:
 @pytest.mark.parametrize(
     ("kind", "schema", "fragment"),
     [
-        ("out", "(Tensor x, Tensor(a!) out) -> Tensor(a!)", "Schema tagged with torch.Tag.out requires all mutable arguments to be keyword-only (after the *)."),
-        ("out", "(Tensor x, *, Tensor out) -> Tensor", "Schema tagged with torch.Tag.out must have at least one mutable argument."),
-        ("inplace", "(Tensor x) -> Tensor", "Schema tagged with torch.Tag.inplace requires the first positional argument to be mutable"),
+        (
+            "out",
+            "(Tensor x, Tensor(a!) out) -> Tensor(a!)",
+            "Schema tagged with torch.Tag.out requires all mutable arguments to be keyword-only (after the *).",
+        ),
+        (
+            "out",
+            "(Tensor x, *, Tensor out) -> Tensor",
+            "Schema tagged with torch.Tag.out must have at least one mutable argument.",
+        ),
+        (
+            "inplace",
+            "(Tensor x) -> Tensor",
+            "Schema tagged with torch.Tag.inplace requires the first positional argument to be mutable",
+        ),
         ("inplace", "(Tensor(a!) x) -> ()", "Schema tagged with torch.Tag.inplace must return exactly one value"),
     ],
 )

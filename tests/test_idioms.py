@@ -25,7 +25,7 @@ _LIBS: list[torch.library.Library] = []
 
 # The functional op, schema-first, as bitsandbytes writes it.
 FUNCTIONAL = (
-    "dequant(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type=\"add\", int[] dims=[0], "
+    'dequant(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type="add", int[] dims=[0], '
     "ScalarType dtype=float, Tensor? bias=None, ScalarType? acc=None) -> Tensor"
 )
 # ("ScalarType dtype=float": parsers before 2.13 read only "float"/"long" or a number there.)
@@ -33,7 +33,7 @@ FUNCTIONAL = (
 # impl(mode, ...) gets it twice. bitsandbytes calls it quant_type.)
 # Its out overload: the same arguments, then the keyword-only buffer (what to_out_variant pairs on).
 OUT = (
-    "(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type=\"add\", int[] dims=[0], "
+    '(Tensor A, int blocksize=64, float scale=0.5, bool flip=False, str quant_type="add", int[] dims=[0], '
     "ScalarType dtype=float, Tensor? bias=None, ScalarType? acc=None, *, Tensor(a!) out) -> Tensor(a!)"
 )
 
@@ -61,7 +61,13 @@ def _define(ns: str) -> tagged_ops.TaggedOp:
     _LIBS.append(lib)
     lib.define(FUNCTIONAL)
     lib.impl("dequant", _dequant_value, "CompositeExplicitAutograd")
-    caps.register_fake(lib, f"{ns}::dequant", lambda A, *args, **kwargs: torch.empty_like(A, dtype=kwargs.get("dtype", args[5] if len(args) > 5 else torch.float32)))
+    caps.register_fake(
+        lib,
+        f"{ns}::dequant",
+        lambda A, *args, **kwargs: torch.empty_like(
+            A, dtype=kwargs.get("dtype", args[5] if len(args) > 5 else torch.float32)
+        ),
+    )
 
     def dequant_out(
         A: Tensor,

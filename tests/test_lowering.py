@@ -65,7 +65,9 @@ def test_no_copy_kernel_and_no_more_kernels_than_the_best_raw_lowering(path: str
 def test_no_more_allocations_than_the_best_raw_lowering(path: str, ns: str, name: str) -> None:
     _skip_if_twin(name)
     ours, raw = _counts(ns, name)
-    assert ours.allocations <= min(c.allocations for c in raw.values()), f"pattern {name}: tagged_ops {ours}; raw: {raw}"
+    assert ours.allocations <= min(c.allocations for c in raw.values()), (
+        f"pattern {name}: tagged_ops {ours}; raw: {raw}"
+    )
 
 
 @pytest.mark.xfail(

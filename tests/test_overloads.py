@@ -39,24 +39,26 @@ def _define_functional(ns: str, how: str, *, default: bool = False) -> None:
                 return x * s
 
             # schema= as well: 2.4's custom_op cannot read this module's postponed annotations
-            torch.library.custom_op(f"{ns}::scale", scale_d, mutates_args=(), schema="(Tensor x, float s=2.0) -> Tensor").register_fake(
-                lambda x, s=2.0: torch.empty_like(x)
-            )
+            torch.library.custom_op(
+                f"{ns}::scale", scale_d, mutates_args=(), schema="(Tensor x, float s=2.0) -> Tensor"
+            ).register_fake(lambda x, s=2.0: torch.empty_like(x))
         else:
 
             def scale(x: Tensor) -> Tensor:
                 return x * 2.0
 
-            torch.library.custom_op(f"{ns}::scale", scale, mutates_args=(), schema="(Tensor x) -> Tensor").register_fake(
-                lambda x: torch.empty_like(x)
-            )
+            torch.library.custom_op(
+                f"{ns}::scale", scale, mutates_args=(), schema="(Tensor x) -> Tensor"
+            ).register_fake(lambda x: torch.empty_like(x))
         return
     # torch.library.define / impl: what C++ TORCH_LIBRARY users get too (same dispatcher entry)
     schema = "(Tensor x, float s=2.0) -> Tensor" if default else "(Tensor x) -> Tensor"
     lib = torch.library.Library(ns, "FRAGMENT")  # kept alive by the registry below
     lib.define(f"scale{schema}")
     lib.impl("scale", (lambda x, s=2.0: x * s) if default else (lambda x: x * 2.0), "CompositeExplicitAutograd")
-    caps.register_fake(lib, f"{ns}::scale", (lambda x, s=2.0: torch.empty_like(x)) if default else (lambda x: torch.empty_like(x)))
+    caps.register_fake(
+        lib, f"{ns}::scale", (lambda x, s=2.0: torch.empty_like(x)) if default else (lambda x: torch.empty_like(x))
+    )
     _LIBS.append(lib)
 
 
@@ -240,7 +242,9 @@ def _xfail_untagged_dispatcher_call(request: pytest.FixtureRequest, pattern: str
     """
     if not caps.compiler_lowers_mutable_ops():
         reason = f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
-    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (version == "v1" or not caps.compiler_lowers_mutated_views()):
+    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (
+        version == "v1" or not caps.compiler_lowers_mutated_views()
+    ):
         reason = "auto_functionalized v1 miscompiles a mutated view of an intermediate (call it through the handle)"
     else:
         return
@@ -249,7 +253,11 @@ def _xfail_untagged_dispatcher_call(request: pytest.FixtureRequest, pattern: str
     request.applymarker(pytest.mark.xfail(strict=pattern == "inplace-intermediate-view", reason=reason))
 
 
-_MUTATES_A_VIEW_OF_AN_INTERMEDIATE = {"inplace-intermediate-view", "inplace-intermediate-strided-view", "out-intermediate-view"}
+_MUTATES_A_VIEW_OF_AN_INTERMEDIATE = {
+    "inplace-intermediate-view",
+    "inplace-intermediate-strided-view",
+    "out-intermediate-view",
+}
 
 
 # -- functional + out pairs ------------------------------------------------------------
@@ -365,5 +373,8 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
         torch.library.custom_op(f"{ns}::scale.out", kernel, mutates_args=outs, tags=torch.Tag.out)  # type: ignore[attr-defined,call-arg]
     x = torch.randn(4, 3)
     eager = call(x)
-    with pytest.raises(Exception, match=r"expected at most \d+ argument|Expected a value of type 'List\[int\]'|missing value for argument 'result'"):
+    with pytest.raises(
+        Exception,
+        match=r"expected at most \d+ argument|Expected a value of type 'List\[int\]'|missing value for argument 'result'",
+    ):
         torch.testing.assert_close(torch.compile(call, fullgraph=True)(x), eager)

@@ -114,8 +114,14 @@ def test_native_and_fallback_are_indistinguishable(monkeypatch: pytest.MonkeyPat
     assert was_native and not was_fallback_native
     # Everything observable is equal but the registered schema itself (the messages
     # of register_autograd quote it), which is the point of the two paths.
-    native["register_autograd"] = (native["register_autograd"][0], native["register_autograd"][1].split(" with schema")[0])
-    fallback["register_autograd"] = (fallback["register_autograd"][0], fallback["register_autograd"][1].split(" with schema")[0])
+    native["register_autograd"] = (
+        native["register_autograd"][0],
+        native["register_autograd"][1].split(" with schema")[0],
+    )
+    fallback["register_autograd"] = (
+        fallback["register_autograd"][0],
+        fallback["register_autograd"][1].split(" with schema")[0],
+    )
     for name in native:
         assert native[name] == fallback[name], f"{name}: {native[name]} != {fallback[name]}"
     # and the scenarios really exercised both outcomes

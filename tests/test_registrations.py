@@ -60,7 +60,9 @@ def test_register_vmap_one_rule_on_both_paths(path: str, ns: str) -> None:
     assert calls == [(0,)]
 
 
-@pytest.mark.skipif(not has_custom_op_method("register_torch_dispatch"), reason="this torch has no register_torch_dispatch")
+@pytest.mark.skipif(
+    not has_custom_op_method("register_torch_dispatch"), reason="this torch has no register_torch_dispatch"
+)
 def test_register_torch_dispatch_one_rule_on_both_paths(path: str, ns: str) -> None:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -82,3 +84,18 @@ def test_register_torch_dispatch_one_rule_on_both_paths(path: str, ns: str) -> N
     with Mode():
         assert op(x) is x
     assert torch.equal(x, torch.zeros(3)) and len(seen) == 1
+
+
+def test_a_functional_twin_is_defined_with_its_untagged_op_and_asking_defines_nothing(path: str, ns: str) -> None:
+    from tagged_ops._functional import FunctionalTwin
+
+    _sin_(ns)
+    # the twin of the op compiled code records (the native path's __untagged twin, or the op itself)
+    twin = getattr(torch.ops, ns).sin___functional.default  # before any compile
+    x = torch.randn(3)
+    expected = x.sin()
+    torch.testing.assert_close(twin(x), expected)  # functional: a fresh result, its input untouched
+    assert not torch.equal(x, expected)
+    packets = set(vars(getattr(torch.ops, ns)))
+    FunctionalTwin.needed(), FunctionalTwin.needed_for_views()  # questions only
+    assert set(vars(getattr(torch.ops, ns))) == packets

@@ -37,7 +37,10 @@ def _out_examples(device: str) -> list[Any]:
     return [
         ((torch.randn(5, device=device),), {"out": torch.empty(5, device=device)}),
         ((torch.randn(0, 3, device=device),), {"out": torch.empty(0, 3, device=device)}),
-        ((torch.randn(5, dtype=torch.float64, device=device),), {"out": torch.empty(5, dtype=torch.float64, device=device)}),
+        (
+            (torch.randn(5, dtype=torch.float64, device=device),),
+            {"out": torch.empty(5, dtype=torch.float64, device=device)},
+        ),
         ((torch.randn(3, 2, device=device),), {"out": torch.empty_strided((3, 2), (1, 3), device=device)}),
     ]
 
@@ -51,13 +54,37 @@ def _sin_reference(x: Tensor) -> None:
 
 
 def test_sin_inplace(ops: SinOps, tagged_ops_device: str) -> None:
-    check(ops.sin_, _inplace_examples(tagged_ops_device), reference=_sin_reference, compile=False, devices=[tagged_ops_device])
-    check(ops.sin_, _inplace_examples(tagged_ops_device)[:1], reference=_sin_reference, dtypes=(torch.float64,), devices=[tagged_ops_device])
+    check(
+        ops.sin_,
+        _inplace_examples(tagged_ops_device),
+        reference=_sin_reference,
+        compile=False,
+        devices=[tagged_ops_device],
+    )
+    check(
+        ops.sin_,
+        _inplace_examples(tagged_ops_device)[:1],
+        reference=_sin_reference,
+        dtypes=(torch.float64,),
+        devices=[tagged_ops_device],
+    )
 
 
 def test_sin_out(ops: SinOps, tagged_ops_device: str) -> None:
-    check(ops.sin_out, _out_examples(tagged_ops_device), reference=_sin_out_reference, compile=False, devices=[tagged_ops_device])
-    check(ops.sin_out, _out_examples(tagged_ops_device)[:1], reference=_sin_out_reference, dtypes=(torch.float64,), devices=[tagged_ops_device])
+    check(
+        ops.sin_out,
+        _out_examples(tagged_ops_device),
+        reference=_sin_out_reference,
+        compile=False,
+        devices=[tagged_ops_device],
+    )
+    check(
+        ops.sin_out,
+        _out_examples(tagged_ops_device)[:1],
+        reference=_sin_out_reference,
+        dtypes=(torch.float64,),
+        devices=[tagged_ops_device],
+    )
 
 
 def test_numpy_sin_inplace(ops: SinOps) -> None:
@@ -74,11 +101,16 @@ def test_numpy_sin_out(ops: SinOps) -> None:
     ("out", "message"),
     [
         (lambda: torch.empty(4), r"numpy_sin_out: out has shape \(4,\), expected \(5,\)"),
-        (lambda: torch.empty(5, dtype=torch.float64), "numpy_sin_out: out has dtype torch.float64, expected torch.float32"),
+        (
+            lambda: torch.empty(5, dtype=torch.float64),
+            "numpy_sin_out: out has dtype torch.float64, expected torch.float32",
+        ),
     ],
     ids=["shape", "dtype"],
 )
-def test_numpy_kernel_checks_raise_and_leave_out_untouched(ops: SinOps, out: Callable[[], Tensor], message: str) -> None:
+def test_numpy_kernel_checks_raise_and_leave_out_untouched(
+    ops: SinOps, out: Callable[[], Tensor], message: str
+) -> None:
     o = out().fill_(7)
     with pytest.raises(ValueError, match=message):
         ops.numpy_sin_out(torch.randn(5), out=o)

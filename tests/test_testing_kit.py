@@ -30,17 +30,26 @@ def test_variants_keep_values_and_change_layout(path: str, ns: str) -> None:
         return out
 
     x = torch.randn(3, 4)
-    samples = {s.label: s for s in variants(sin_out, (x,), {"out": torch.empty(3, 4)}, dtypes=(torch.float64,), devices=["cpu"])}
+    samples = {
+        s.label: s
+        for s in variants(sin_out, (x,), {"out": torch.empty(3, 4)}, dtypes=(torch.float64,), devices=["cpu"])
+    }
     assert set(samples) == {"cpu", "cpu/noncontiguous", "cpu/storage-offset", "cpu/noncontiguous-out", "cpu/float64"}
     for s in samples.values():
         torch.testing.assert_close(s.args[0].to(x.dtype), x)
     assert not samples["cpu/noncontiguous"].args[0].is_contiguous()
     assert samples["cpu/storage-offset"].args[0].storage_offset() == 3
-    assert samples["cpu/noncontiguous-out"].args[0].is_contiguous() and not samples["cpu/noncontiguous-out"].kwargs["out"].is_contiguous()
+    assert (
+        samples["cpu/noncontiguous-out"].args[0].is_contiguous()
+        and not samples["cpu/noncontiguous-out"].kwargs["out"].is_contiguous()
+    )
     assert samples["cpu/float64"].args[0].dtype == torch.float64
     clone = samples["cpu/noncontiguous"].clone()
     assert clone.args[0].stride() == samples["cpu/noncontiguous"].args[0].stride()
-    assert not noncontiguous(torch.randn(2, 2)).is_contiguous() and with_storage_offset(torch.randn(2)).storage_offset() == 3
+    assert (
+        not noncontiguous(torch.randn(2, 2)).is_contiguous()
+        and with_storage_offset(torch.randn(2)).storage_offset() == 3
+    )
 
 
 def test_check_passes_a_good_op_and_summarizes(path: str, ns: str) -> None:
@@ -49,8 +58,10 @@ def test_check_passes_a_good_op_and_summarizes(path: str, ns: str) -> None:
         torch.sin(x, out=out)
         return out
 
-    summary = check(sin_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], export=True)
-    assert summary.startswith(f"tagged_ops.testing.check({ns}::sin_out): 4 samples")
+    summary = check(
+        sin_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], export=True
+    )
+    assert summary.startswith(f"{ns}::sin_out: tagged_ops.testing.check passed ") and "on 4 samples" in summary
     assert summary.endswith(f"({path} path)")
 
 
@@ -82,7 +93,9 @@ def test_catches_an_inplace_kernel_that_does_not_mutate(path: str, ns: str) -> N
 
     x = torch.randn(4)
     _opcheck_passes(lazy_, (x,), {})
-    with pytest.raises(AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"):
+    with pytest.raises(
+        AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"
+    ):
         check(lazy_, [((x,),)], reference=lambda x: x.sin_(), devices=["cpu"], compile=False)
 
 
@@ -126,9 +139,15 @@ def test_one_line_per_failed_sample_and_stage(path: str, ns: str) -> None:
         return out
 
     with pytest.raises(AssertionError) as info:
-        check(wrong_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=_sin_reference, devices=["cpu"], compile=False)
+        check(
+            wrong_out,
+            [((torch.randn(4),), {"out": torch.empty(4)})],
+            reference=_sin_reference,
+            devices=["cpu"],
+            compile=False,
+        )
     lines = str(info.value).splitlines()
-    assert lines[0] == f"tagged_ops.testing.check({ns}::wrong_out): 4 failure(s)"
+    assert lines[0] == f"{ns}::wrong_out: tagged_ops.testing.check found 4 failure(s)"
     assert len(lines) == 5 and all("reference: 'out' differs from the reference" in line for line in lines[1:])
 
 
@@ -182,8 +201,19 @@ def test_functional_references_pass_correct_ops(path: str, ns: str) -> None:
     check(relu_, [((x,),)], reference=lambda x: x.clamp(min=0), devices=["cpu"])
     check(relu_, [((x,),)], reference=lambda x: np.maximum(x.numpy(), 0), devices=["cpu"], compile=False)
     # inputs in the example's form, out buffers left out; a keyword the example passes is passed on
-    check(double_out, [((x,), {"out": torch.empty(3, 4)}), ((x, 0.5), {"out": torch.empty(3, 4)})], reference=lambda x, alpha=1.0: x * 2 * alpha, devices=["cpu"])
-    check(double_out, [((x,), {"alpha": 3.0, "out": torch.empty(3, 4)})], reference=lambda x, alpha: x * 2 * alpha, devices=["cpu"], compile=False)
+    check(
+        double_out,
+        [((x,), {"out": torch.empty(3, 4)}), ((x, 0.5), {"out": torch.empty(3, 4)})],
+        reference=lambda x, alpha=1.0: x * 2 * alpha,
+        devices=["cpu"],
+    )
+    check(
+        double_out,
+        [((x,), {"alpha": 3.0, "out": torch.empty(3, 4)})],
+        reference=lambda x, alpha: x * 2 * alpha,
+        devices=["cpu"],
+        compile=False,
+    )
     check(
         minmax_out,
         [((x,), {"lo": torch.empty(1, 4), "hi": torch.empty(1, 4)})],
@@ -198,7 +228,9 @@ def test_functional_reference_catches_an_inplace_kernel_that_does_not_mutate(pat
         return x  # forgot to compute
 
     x = torch.tensor([-1.0, 2.0, -3.0, 4.0])  # negatives: the reference's result differs from the input
-    with pytest.raises(AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"):
+    with pytest.raises(
+        AssertionError, match=r"\[example:cpu\] reference: the op did not change its input 'x', but the reference does"
+    ):
         check(lazy_relu_, [((x,),)], reference=lambda x: x.clamp(min=0), devices=["cpu"], compile=False)
 
 
@@ -209,7 +241,13 @@ def test_functional_reference_catches_an_out_kernel_that_reads_its_buffer(path: 
         return out
 
     with pytest.raises(AssertionError, match=r"out buffer 'out' still holds the NaN sentinel"):
-        check(reads_out, [((torch.randn(4),), {"out": torch.zeros(4)})], reference=lambda x: x * 2, devices=["cpu"], compile=False)
+        check(
+            reads_out,
+            [((torch.randn(4),), {"out": torch.zeros(4)})],
+            reference=lambda x: x * 2,
+            devices=["cpu"],
+            compile=False,
+        )
 
 
 def test_functional_reference_catches_a_kernel_that_reallocates_its_out_buffer(path: str, ns: str) -> None:
@@ -219,7 +257,13 @@ def test_functional_reference_catches_a_kernel_that_reallocates_its_out_buffer(p
         return out
 
     with pytest.raises(AssertionError, match=r"out buffer 'out' was resized or reallocated"):
-        check(grows_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=lambda x: x * 2, devices=["cpu"], compile=False)
+        check(
+            grows_out,
+            [((torch.randn(4),), {"out": torch.empty(4)})],
+            reference=lambda x: x * 2,
+            devices=["cpu"],
+            compile=False,
+        )
 
 
 def test_functional_reference_catches_a_kernel_wrong_only_for_noncontiguous_inputs(path: str, ns: str) -> None:
@@ -230,7 +274,13 @@ def test_functional_reference_catches_a_kernel_wrong_only_for_noncontiguous_inpu
         return x
 
     with pytest.raises(AssertionError) as info:
-        check(flat_relu_, [((torch.arange(-6.0, 6.0).reshape(3, 4),),)], reference=lambda x: x.clamp(min=0), devices=["cpu"], compile=False)
+        check(
+            flat_relu_,
+            [((torch.arange(-6.0, 6.0).reshape(3, 4),),)],
+            reference=lambda x: x.clamp(min=0),
+            devices=["cpu"],
+            compile=False,
+        )
     lines = str(info.value).splitlines()[1:]
     assert lines and all("[example:cpu/noncontiguous] reference" in line for line in lines), lines
 
@@ -241,5 +291,14 @@ def test_functional_reference_with_the_wrong_number_of_results_is_reported(path:
         torch.mul(x, 2, out=out)
         return out
 
-    with pytest.raises(AssertionError, match=r"reference: the reference raised ValueError: it returned 2 result\(s\) for 1 mutated tensor\(s\) \('out',\)"):
-        check(double_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=lambda x: (x * 2, x), devices=["cpu"], compile=False)
+    with pytest.raises(
+        AssertionError,
+        match=r"reference: the reference raised ValueError: it returned 2 result\(s\) for 1 mutated tensor\(s\) \('out',\)",
+    ):
+        check(
+            double_out,
+            [((torch.randn(4),), {"out": torch.empty(4)})],
+            reference=lambda x: (x * 2, x),
+            devices=["cpu"],
+            compile=False,
+        )

@@ -21,6 +21,7 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops import _capabilities as caps
+from tagged_ops._switches import fallback_forced
 
 from ._upstream import FAKE_RETURN_IGNORED, LEAF_REFUSED, REGISTER_AUTOGRAD_NAMES_UNTAGGED
 
@@ -57,7 +58,7 @@ def _arguments(op_or_schema: object) -> dict[str, tuple[str, object, bool]]:
     schema = op_or_schema if isinstance(op_or_schema, torch._C.FunctionSchema) else op_or_schema._schema  # type: ignore[attr-defined]
     # 2.2's fallback schema leaves defaults out on purpose (caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION;
     # the handle passes every argument): compare defaults only where schemas carry them
-    defaults = caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION or tagged_ops.NATIVE_TAGS and not caps.fallback_forced()
+    defaults = caps.SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION or tagged_ops.NATIVE_TAGS and not fallback_forced()
     return {
         a.name: (str(a.type), a.default_value if defaults else None, a.alias_info is not None and a.alias_info.is_write)
         for a in schema.arguments
@@ -67,7 +68,9 @@ def _arguments(op_or_schema: object) -> dict[str, tuple[str, object, bool]]:
 def test_infer_schema_supported_inplace(path: str, ns: str) -> None:
     op = tagged_ops.define_inplace(f"{ns}::mul_", _mul_)
     # (parsers before 2.13 read the dtype default only as "float"; the value is the same)
-    assert _arguments(op.opoverload) == _arguments(torch._C.parse_schema(f"mul_{INFERRED_INPLACE}".replace("=float32", "=float")))
+    assert _arguments(op.opoverload) == _arguments(
+        torch._C.parse_schema(f"mul_{INFERRED_INPLACE}".replace("=float32", "=float"))
+    )
     if op.is_native:
         assert str(op.opoverload._schema.returns[0].type) == "Tensor"
     x = torch.ones(3)
@@ -130,7 +133,9 @@ def test_inplace_tag_backward_through_the_mutation_raises(path: str, ns: str) ->
     leaf = torch.randn(3, requires_grad=True)
     y = leaf * 1
     op(y, [0], 3, 1.0)
-    with pytest.raises(RuntimeError, match=f"Trying to backward through {ns}::mul_ but no autograd formula was registered"):
+    with pytest.raises(
+        RuntimeError, match=f"Trying to backward through {ns}::mul_ but no autograd formula was registered"
+    ):
         y.sum().backward()
 
 

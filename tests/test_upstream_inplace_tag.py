@@ -59,7 +59,11 @@ def _name(schema: str) -> str:
 
 # (upstream test name, schema, 2.13's full sentence before " Got: <schema>")
 DEFINE_ERRORS = [
-    ("no_positional_args", "no_args(*, Tensor(a!) out) -> Tensor(a!)", f"{INPLACE} must have at least one positional argument."),
+    (
+        "no_positional_args",
+        "no_args(*, Tensor(a!) out) -> Tensor(a!)",
+        f"{INPLACE} must have at least one positional argument.",
+    ),
     (
         "first_arg_not_mutable",
         "not_mutable(Tensor self, Tensor other) -> Tensor",
@@ -70,7 +74,11 @@ DEFINE_ERRORS = [
         "not_tensor(Tensor(a!)[] self) -> ()",
         f"{INPLACE} requires the first positional argument to be a Tensor. Got type 'List[Tensor]' for arg 'self'.",
     ),
-    ("wrong_return_count", "no_return(Tensor(a!) self) -> ()", f"{INPLACE} must return exactly one value (the first argument). Got 0 returns."),
+    (
+        "wrong_return_count",
+        "no_return(Tensor(a!) self) -> ()",
+        f"{INPLACE} must return exactly one value (the first argument). Got 0 returns.",
+    ),
     (
         "wrong_return_count_multiple",
         "multi_return(Tensor(a!) self) -> (Tensor(a!), Tensor)",

@@ -67,7 +67,10 @@ def test_single_out(path: str, ns: str) -> None:
     schema = "single_no_return.out(Tensor x, Tensor y, *, Tensor(a!) result) -> ()"
     with pytest.raises(ValueError) as info:
         _out(ns, schema)
-    assert str(info.value) == f"{OUT} must return all mutable arguments (got 1 mutable args but 0 returns). Got: {rendered(schema)}"
+    assert (
+        str(info.value)
+        == f"{OUT} must return all mutable arguments (got 1 mutable args but 0 returns). Got: {rendered(schema)}"
+    )
     _pairing(op).check_out_variant(
         getattr(torch.ops, ns).single_return_kwarg.default, getattr(torch.ops, ns).single_return_kwarg.out
     )
@@ -75,7 +78,9 @@ def test_single_out(path: str, ns: str) -> None:
 
 def test_multiple_out(path: str, ns: str) -> None:
     _functional(ns, "multi_return(Tensor x, Tensor y) -> (Tensor, Tensor)")
-    op = _out(ns, "multi_return.out(Tensor x, Tensor y, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))")
+    op = _out(
+        ns, "multi_return.out(Tensor x, Tensor y, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))"
+    )
     x, y, o1, o2 = torch.randn(3), torch.randn(3), torch.empty(3), torch.empty(3)
     r1, r2 = op(x, y, out1=o1, out2=o2)
     assert r1 is o1 and r2 is o2
@@ -85,11 +90,13 @@ def test_multiple_out(path: str, ns: str) -> None:
 def test_multi_out_overload(path: str, ns: str) -> None:
     _functional(ns, "overloaded_multi.Tensor(Tensor x, Tensor scale) -> (Tensor, Tensor)")
     t_out = _out(
-        ns, "overloaded_multi.Tensor_out(Tensor x, Tensor scale, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))"
+        ns,
+        "overloaded_multi.Tensor_out(Tensor x, Tensor scale, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))",
     )
     _functional(ns, "overloaded_multi.scalar(Tensor x, float scale) -> (Tensor, Tensor)")
     s_out = _out(
-        ns, "overloaded_multi.scalar_out(Tensor x, float scale, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))"
+        ns,
+        "overloaded_multi.scalar_out(Tensor x, float scale, *, Tensor(a!) out1, Tensor(b!) out2) -> (Tensor(a!), Tensor(b!))",
     )
     packet = getattr(torch.ops, ns).overloaded_multi
     assert set(packet.overloads()) == {"Tensor", "Tensor_out", "scalar", "scalar_out"}
@@ -114,9 +121,18 @@ def test_multiple_overloads_with_out_variants(path: str, ns: str) -> None:
 
 def test_out_variant_signature_mismatch(path: str, ns: str) -> None:
     mismatches = [
-        ("sig_mismatch_op(Tensor x, Tensor y) -> Tensor", "sig_mismatch_op.out(Tensor x, *, Tensor(a!) result) -> Tensor(a!)"),
-        ("optional_mismatch(Tensor x) -> Tensor", "optional_mismatch.out(Tensor? x, *, Tensor(a!) result) -> Tensor(a!)"),
-        ("default_mismatch(Tensor x, int n=0) -> Tensor", "default_mismatch.out(Tensor x, int n=1, *, Tensor(a!) result) -> Tensor(a!)"),
+        (
+            "sig_mismatch_op(Tensor x, Tensor y) -> Tensor",
+            "sig_mismatch_op.out(Tensor x, *, Tensor(a!) result) -> Tensor(a!)",
+        ),
+        (
+            "optional_mismatch(Tensor x) -> Tensor",
+            "optional_mismatch.out(Tensor? x, *, Tensor(a!) result) -> Tensor(a!)",
+        ),
+        (
+            "default_mismatch(Tensor x, int n=0) -> Tensor",
+            "default_mismatch.out(Tensor x, int n=1, *, Tensor(a!) result) -> Tensor(a!)",
+        ),
     ]
     ops = [(_functional(ns, f), _out(ns, o)) for f, o in mismatches]
     pairing = _pairing(ops[0][1])
@@ -128,14 +144,20 @@ def test_out_variant_signature_mismatch(path: str, ns: str) -> None:
 
 def test_mutable_op_not_functional(path: str, ns: str) -> None:
     # tagged_ops' in-place op is the mutable op here: nothing pairs with it
-    op = tagged_ops.define_inplace(f"{ns}::mutating_op", lambda x, y: x, schema="(Tensor(a!) x, Tensor y) -> Tensor(a!)")
+    op = tagged_ops.define_inplace(
+        f"{ns}::mutating_op", lambda x, y: x, schema="(Tensor(a!) x, Tensor y) -> Tensor(a!)"
+    )
     with pytest.raises(RuntimeError, match="schema is not functional"):
         _pairing(op).to_out_variant(op.opoverload)
 
 
 # (upstream test name, schema, 2.13's full sentence before " Got: <schema>")
 DEFINE_ERRORS = [
-    ("bad_ret", "bad_ret.out(Tensor x, *, Tensor(a!) out) -> Tensor", "Return 0 of schema tagged with torch.Tag.out must alias mutable arg 'out'."),
+    (
+        "bad_ret",
+        "bad_ret.out(Tensor x, *, Tensor(a!) out) -> Tensor",
+        "Return 0 of schema tagged with torch.Tag.out must alias mutable arg 'out'.",
+    ),
     (
         "bad_alias_order",
         "bad_alias_order.out(Tensor x, *, Tensor(b!) out1, Tensor(a!) out2) -> (Tensor(a!), Tensor(b!))",

@@ -16,7 +16,11 @@ WORKFLOW = ROOT / ".github" / "workflows" / "matrix.yml"
 def _matrix_listing() -> list[dict[str, object]]:
     pytest.importorskip("nox")
     out = subprocess.run(
-        [sys.executable, "-m", "nox", "-l", "--json", "-t", "matrix"], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "nox", "-l", "--json", "-t", "matrix"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return json.loads(out)  # type: ignore[no-any-return]
 

@@ -15,10 +15,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version  # nox depends on packaging: .ci/run installs both
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 TARGET = ROOT / "compat_matrix.md"
-RELEASES = ["2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+RELEASES = [
+    "2.2.2",
+    "2.3.1",
+    "2.4.1",
+    "2.5.1",
+    "2.6.0",
+    "2.7.1",
+    "2.8.0",
+    "2.9.1",
+    "2.10.0",
+    "2.11.0",
+    "2.12.1",
+    "2.13.0",
+    "2.14.1",
+    "2.15.0",
+]
 AREAS = ["eager", "opcheck", "compile", "export", "testing kit", "real-library forms", "upstream-derived"]
 
 HEADER = """# Compatibility matrix
@@ -55,7 +72,9 @@ def _cell(result: dict[str, Any] | None, area: str) -> str:
         if run == 0:
             continue
         label = "path-independent " if path == "any" else f"{path} "
-        parts.append(f"{label}{passed}/{run}" + (f" (+{xfailed} xfail)" if xfailed else "") + (" **FAIL**" if failed else ""))
+        parts.append(
+            f"{label}{passed}/{run}" + (f" (+{xfailed} xfail)" if xfailed else "") + (" **FAIL**" if failed else "")
+        )
     return ", ".join(parts) if parts else "not run"
 
 
@@ -86,16 +105,16 @@ def _methods(result: dict[str, Any]) -> str:
 def _bench_files(kind: str) -> list[Path]:
     """results/bench/<kind>-<release>.json, oldest release first."""
     files = (RESULTS / "bench").glob(f"{kind}-*.json")
-    return sorted(files, key=lambda p: [int(x) for x in p.stem.removeprefix(f"{kind}-").split(".")])
+    return sorted(files, key=lambda p: Version(p.stem.removeprefix(f"{kind}-")))
 
 
 def generate() -> str:
-    def order(p: Path) -> tuple[list[int], str]:
+    def order(p: Path) -> tuple[int, Version, str]:
         version, _, variant = p.stem.partition("-")
         try:
-            return [int(x) for x in version.split(".")], variant
-        except ValueError:  # installed-<torch>-<device>
-            return [999], p.stem
+            return 0, Version(version), variant
+        except InvalidVersion:  # installed-<torch>-<device>, after the releases
+            return 1, Version("0"), p.stem
 
     results = {p.stem: _load(p) for p in sorted(RESULTS.glob("*.json"), key=order)}
     cuda_runs = {r["torch"]: r for r in results.values() if r.get("cuda_available")}
@@ -108,7 +127,7 @@ def generate() -> str:
         if result is None:
             lines.append(f"| {release} |" + " not run |" * (len(columns) - 1))
             continue
-        cuda = next((r for v, r in cuda_runs.items() if v.split("+")[0] == release), None)
+        cuda = next((r for v, r in cuda_runs.items() if Version(v).base_version == release), None)
         cells = [_cell(result, a) for a in AREAS]
         lines.append(
             f"| {result['torch']} | {result.get('python', 'not recorded')} | {_path_cell(result)} | {_schemas(result)} | {_methods(result)} | "
@@ -129,7 +148,9 @@ def generate() -> str:
     for name, r in results.items():
         build = f"{r['torch']} (git {str(r['torch_build'].get('git'))[:10]}, CUDA {r['torch_build'].get('cuda')})"
         failures = "<br>".join(f"`{f}`" for f in r["failures"]) or "none"
-        lines.append(f"| `results/{name}.json` | {build} | {'yes' if r['cuda_available'] else 'no'} | {r['machine']} | {r['date']} | {r.get('commit', 'unknown')} | {failures} |")
+        lines.append(
+            f"| `results/{name}.json` | {build} | {'yes' if r['cuda_available'] else 'no'} | {r['machine']} | {r['date']} | {r.get('commit', 'unknown')} | {failures} |"
+        )
     if not cuda_runs:
         lines += ["", "**CUDA: not run.** No run of this matrix had a GPU; every CUDA cell above says so."]
     lines += ["", REPRODUCE, "", "## Eager overhead (benchmarks/eager_overhead.py)", ""]
@@ -137,24 +158,39 @@ def generate() -> str:
     if not bench:
         lines.append("not run")
     else:
-        lines.append("Per call, sin ops on a 1-element CPU tensor, best of 5 x 20,000 calls; ratio = tagged_ops / the native `custom_op` equivalent (target <= 0.5); 2.2/2.3 have no `custom_op`, so there the baseline is a hand-written `Library.define` op plus a returning wrapper.")
+        lines.append(
+            "Per call, sin ops on a 1-element CPU tensor, best of 5 x 20,000 calls. Two ratios per kind: tagged_ops / "
+            "the native `custom_op` equivalent (target <= 0.5; 2.2/2.3 have no `custom_op`, so there the baseline is a "
+            "hand-written `Library.define` op plus a returning wrapper), and tagged_ops / a raw `Library.define` op of "
+            "the very schema tagged_ops registered on that path, with a hand-written Python kernel, called through "
+            "`torch.ops` (target <= 1.25)."
+        )
         lines.append("")
-        lines.append("| torch | tagged_ops path | baseline | in-place us (tagged_ops / baseline) | out= us | ratio in-place | ratio out= | Library.define floor us |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        lines.append(
+            "| torch | tagged_ops path | baseline | in-place us (tagged_ops / baseline / raw op) | out= us (tagged_ops / baseline / raw op) "
+            "| ratio in-place: baseline, raw op | ratio out=: baseline, raw op |"
+        )
+        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
         for p in bench:
             b = _load(p)
             us = b["us_per_call"]
             base = b["baseline"]
+            raw_in = us.get("Library.define in-place (same schema)", "not measured")
+            raw_out = us.get("Library.define out= (same schema)", "not measured")
             lines.append(
-                f"| {b['torch']} | {b['path']} | {base} | {us['tagged_ops in-place']} / {us[base + ' in-place']} | "
-                f"{us['tagged_ops out=']} / {us[base + ' out=']} | {b['ratio_inplace']} | {b['ratio_out']} | {us['Library.define + Python kernel']} |"
+                f"| {b['torch']} | {b['path']} | {base} | {us['tagged_ops in-place']} / {us[base + ' in-place']} / {raw_in} | "
+                f"{us['tagged_ops out=']} / {us[base + ' out=']} / {raw_out} | "
+                f"{b['ratio_inplace']}, {b.get('ratio_inplace_floor', 'not measured')} | "
+                f"{b['ratio_out']}, {b.get('ratio_out_floor', 'not measured')} |"
             )
     lines += ["", "## Compiled buffers (benchmarks/compiled_buffers.py)", ""]
     compiled = _bench_files("compiled")
     if not compiled:
         lines.append("not run")
     else:
-        lines.append("Compiled step (fullgraph, Inductor, CPU) on a 64 MB float32 buffer shared by every lowering, ms per call, best of 15 interleaved rounds; ratio = tagged_ops / best raw lowering, the median over rounds of the ratio within a round (target <= 1.05).")
+        lines.append(
+            "Compiled step (fullgraph, Inductor, CPU) on a 64 MB float32 buffer shared by every lowering, ms per call, best of 15 interleaved rounds; ratio = tagged_ops / best raw lowering, the median over rounds of the ratio within a round (target <= 1.05)."
+        )
         lines.append("")
         lines.append("| torch | pattern | tagged_ops | raw untagged + wrapper | raw tagged custom_op | ratio |")
         lines.append("| --- | --- | --- | --- | --- | --- |")
@@ -204,9 +240,14 @@ def main() -> int:
     if args.stale_rows:
         before = _release_rows(TARGET.read_text() if TARGET.exists() else "")
         TARGET.write_text(text)
-        changed = sorted(r for r in set(before) | set(_release_rows(text)) if before.get(r) != _release_rows(text).get(r))
+        changed = sorted(
+            r for r in set(before) | set(_release_rows(text)) if before.get(r) != _release_rows(text).get(r)
+        )
         for release in changed:
-            print(f"compat_matrix.md is stale for torch {release}: commit the regenerated file and results/", file=sys.stderr)
+            print(
+                f"compat_matrix.md is stale for torch {release}: commit the regenerated file and results/",
+                file=sys.stderr,
+            )
         return 1 if changed else 0
     if args.check:
         current = TARGET.read_text() if TARGET.exists() else ""

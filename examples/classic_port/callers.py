@@ -1,6 +1,6 @@
 """The call forms classic_lib's users already have; they must keep working after the port.
 
-    python callers.py before|after      # eager and compiled; exits non-zero on any difference
+python callers.py before|after      # eager and compiled; exits non-zero on any difference
 """
 
 import sys
@@ -47,6 +47,7 @@ import torch._inductor.lowering  # noqa: E402
 
 _hop = getattr(torch.ops.higher_order, "auto_functionalized", None)
 if _hop is not None and _hop in torch._inductor.lowering.lowerings:  # 2.3+
+
     def step(x, w, o):  # noqa: ANN001, ANN202
         torch.ops.classic_lib.scale_(x[1:3], 0.5)
         torch.ops.classic_lib.rms_norm_out(x, w, 1e-6, o)
@@ -57,4 +58,6 @@ if _hop is not None and _hop in torch._inductor.lowering.lowerings:  # 2.3+
     eager_and_compiled(step, lambda: x.clone(), lambda: w.clone(), lambda: torch.zeros(4, 8))
     print(f"classic_lib ({variant}): eager and compiled call forms OK on torch {torch.__version__}")
 else:
-    print(f"classic_lib ({variant}): eager call forms OK; torch {torch.__version__}'s Inductor compiles no mutable custom op")
+    print(
+        f"classic_lib ({variant}): eager call forms OK; torch {torch.__version__}'s Inductor compiles no mutable custom op"
+    )

@@ -21,7 +21,7 @@ from ._signature import OpSignature, Param, join_params
 if TYPE_CHECKING:
     from ._functional import FunctionalTwin
 
-__all__ = ["make_binder", "make_handle_call", "make_kernel_adapter"]
+__all__ = ["make_binder", "make_compiled_call", "make_handle_call", "make_kernel_adapter"]
 
 _REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
 
@@ -38,10 +38,6 @@ def _call_args(order: Sequence[Param]) -> str:
     return ", ".join(p.name if not p.keyword_only else f"{p.name}={p.name}" for p in order)
 
 
-def _indent(lines: str, spaces: int) -> str:
-    return "".join(" " * spaces + line + "\n" for line in lines.splitlines())
-
-
 def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool) -> str:
     """Source of an expression: does any Tensor argument require grad?
 
@@ -49,11 +45,13 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
     Elsewhere (2.2-2.4) plain Tensor arguments are tested inline; inside a
     kernel the dispatcher has already checked that they are Tensors.
     """
-    tensors = [p for p in params if p.text.startswith("Tensor")]
+    tensors = [p for p in params if p.holds_tensors]
     if caps.ANY_REQUIRES_GRAD_IN_CPP:
         return f"_any_requires_grad({', '.join(p.name for p in tensors)})"
     tests = [
-        f"{p.name}.requires_grad" if checked_by_dispatcher else f"(isinstance({p.name}, _Tensor) and {p.name}.requires_grad)"
+        f"{p.name}.requires_grad"
+        if checked_by_dispatcher
+        else f"(isinstance({p.name}, _Tensor) and {p.name}.requires_grad)"
         for p in tensors
         if p.is_plain_tensor
     ]
@@ -88,78 +86,96 @@ def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
     return exprs, values
 
 
+def _forwarder(sig: OpSignature, params: Sequence[Param], body: str, **names: Any) -> Callable[..., Any]:
+    """A function taking ``params`` by name (no defaults) whose one line is ``body``."""
+    return generate(
+        sig, f"def _generated({join_params(params, lambda p: p.name)}):\n    {body}\n", dict(names), sig.qualname
+    )
+
+
+def make_compiled_call(
+    sig: OpSignature,
+    op: Callable[..., Any],
+    schema_order: Sequence[Param],
+    *,
+    lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
+    functional: FunctionalTwin | None = None,
+) -> Callable[..., None]:
+    """What the handle does while Dynamo traces it, given the registered op's arguments.
+
+    It records ``op``; where a ``lowering`` op is given, torch.compile (but not
+    torch.export, which records the op users see) records that one instead (see
+    ``_native.py``). Where the compiler cannot lower a mutating op (or a mutated
+    view), it records the ``functional`` twin of the op it would otherwise record
+    and copies the twin's results in (see ``_functional.py``). The decisions are
+    plain Python, asked once per trace; only the argument forwarding is generated.
+    """
+    target, target_order = (op, schema_order) if lowering is None else lowering
+    target_args = _call_args(target_order)
+    call_target = _forwarder(sig, schema_order, f"_target({target_args})", _target=target)
+    exporting = None if lowering is None else caps.is_exporting
+    if functional is None:
+        twin_needed = twin_for_views = None
+    else:
+        # ``functional`` is the twin of ``target``: same argument order.
+        twin_needed = caps.assume_constant_result(functional.needed)
+        twin_for_views = caps.assume_constant_result(functional.needed_for_views)
+        call_twin = _forwarder(sig, schema_order, f"return _twin({target_args})", _twin=functional.op)
+        mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
+
+    def compiled_call(*args: Any, **kwargs: Any) -> None:
+        if exporting is not None and exporting():
+            op(*args, **kwargs)
+            return
+        if twin_needed is not None and twin_for_views is not None:
+            mutated = mutated_of(*args, **kwargs)
+            use_twin = twin_needed()
+            if not use_twin and twin_for_views():
+                for t in mutated:
+                    if t._base is not None:
+                        use_twin = True
+            if use_twin:
+                results = call_twin(*args, **kwargs)
+                if len(mutated) == 1:
+                    results = (results,)
+                for i in range(len(mutated)):
+                    mutated[i].copy_(results[i])
+                return
+        call_target(*args, **kwargs)
+
+    return compiled_call
+
+
 def make_handle_call(
     sig: OpSignature,
     op: Callable[..., Any],
     schema_order: Sequence[Param],
     autograd_call: Callable[..., None],
-    *,
-    lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
-    functional: FunctionalTwin | None = None,
+    compiled_call: Callable[..., None],
 ) -> Callable[..., Any]:
     """The handle's call: user's signature in, the mutated tensor(s) out.
 
-    Eager calls go straight to the C++ entry point (skipping
-    ``OpOverload.__call__``, a Python frame); calls under autograd take
-    ``autograd_call``. Dynamo needs the OpOverload itself to put it in the
-    graph; where a ``lowering`` op is given, torch.compile (but not
-    torch.export) records that one instead (see ``_native.py``). Where the
-    compiler cannot lower a mutating op (or a mutated view), compiled code
-    calls the ``functional`` twin of the op it would record (``op``, or the
-    ``lowering``) and copies its results in (see ``_functional.py``).
+    Generated with the user's parameter list, so Python binds the arguments (and
+    its TypeError names the op). Eager calls go straight to the C++ entry point
+    (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
+    ``autograd_call``, and calls while Dynamo traces ``compiled_call``.
     """
     exprs, ns = user_defaults(sig)
     ns.update(
-        _op=op,
         _raw=getattr(op, "_op", op),
         _compiling=caps.is_dynamo_compiling,
         _grad_enabled=torch.is_grad_enabled,
         _any_requires_grad=caps.any_requires_grad,
         _Tensor=torch.Tensor,
         _autograd_call=autograd_call,
+        _compiled_call=compiled_call,
     )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
-    # What compiled code calls: the op itself, or (native path) its untagged twin.
-    target, target_args = "_op", args
-    if lowering is not None:
-        ns.update(_lowering=lowering[0], _exporting=caps.is_exporting)
-        target, target_args = "_lowering", _call_args(lowering[1])
-    compiled = f"{target}({target_args})\n"
-    if functional is not None:
-        # ``functional`` is the twin of ``target``: same argument order.
-        twin = functional
-
-        def twin_needed() -> bool:
-            return twin.needed()
-
-        def twin_for_views() -> bool:
-            return twin.needed_for_views()
-
-        ns.update(
-            _twin=twin,
-            _twin_needed=caps.assume_constant_under_compile(twin_needed),
-            _twin_for_views=caps.assume_constant_under_compile(twin_for_views),
-        )
-        mutated = [p.name for p in sig.mutated]
-        copies = "".join(
-            f"{n}.copy_(_r{'' if len(mutated) == 1 else f'[{i}]'})\n" for i, n in enumerate(mutated)
-        )
-        views = " or ".join(f"{n}._base is not None" for n in mutated)
-        compiled = (
-            f"if _twin_needed() or (_twin_for_views() and ({views})):\n"
-            f"    _r = _twin.op({target_args})\n"
-            f"{_indent(copies, 4)}"
-            f"else:\n"
-            f"{_indent(compiled, 4)}"
-        )
-    if lowering is not None:
-        # torch.export records the op users see (tagged on 2.13+), never its twins.
-        compiled = f"if _exporting():\n    _op({args})\nelse:\n{_indent(compiled, 4)}"
     source = (
         f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
-        f"{_indent(compiled, 8)}"
+        f"        _compiled_call({args})\n"
         f"    elif _grad_enabled() and ({requires_grad}):\n"
         f"        _autograd_call({args})\n"
         f"    else:\n"
@@ -169,7 +185,9 @@ def make_handle_call(
     return generate(sig, source, ns, sig.qualname)
 
 
-def make_binder(sig: OpSignature, schema_order: Sequence[Param]) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+def make_binder(
+    sig: OpSignature, schema_order: Sequence[Param]
+) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
     """User's call form -> (args, kwargs) of the registered op."""
     exprs, ns = user_defaults(sig)
     positional = [p.name for p in schema_order if not p.keyword_only]
@@ -205,7 +223,7 @@ def make_kernel_adapter(
         _REQUIRED=_REQUIRED,
         _grad_enabled=torch.is_grad_enabled,
         _any_requires_grad=caps.any_requires_grad,
-        _bump=caps.bump_versions,
+        _bump=caps.increment_version(),
         _same_tensor=_same_tensor,
     )
     # Schema order may put out buffers behind defaulted parameters; give them a

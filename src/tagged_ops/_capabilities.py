@@ -4,43 +4,44 @@ Every version-specific decision in tagged_ops asks this module a question.
 Features are detected, never inferred from version strings: 2.10-2.12 ship a
 ``torch.Tag.out_variant`` that is *not* the 2.13 ``torch.Tag.out``, and local or
 nightly builds (``2.13.0+cpu``, ``2.14.0a0+git...``) defeat string comparisons.
+
+Laid out as typing_extensions lays out its backports: one section per upstream
+capability, headed by the upstream name (and the release that has it), the
+probe and its fallback side by side. Names are upstream's, without a leading
+underscore. Probes that cost anything run on first use, not at import.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from typing import Any, Callable, Mapping
 
 import torch
+from torch._library.utils import parse_namespace
 
 __all__ = [
     "ANY_REQUIRES_GRAD_IN_CPP",
-    "FALLBACK_ENV_VAR",
     "INFER_SCHEMA_TAKES_TAGS",
     "NATIVE_TAGS",
     "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
+    "SUPPORTED_PARAM_TYPES",
     "any_requires_grad",
-    "assume_constant_under_compile",
-    "bump_versions",
+    "assume_constant_result",
     "compiler_lowers_mutable_ops",
     "compiler_lowers_mutated_views",
     "destroy_library",
-    "fallback_forced",
     "has_custom_op_method",
+    "increment_version",
     "is_dynamo_compiling",
     "is_exporting",
+    "opcheck",
     "opcheck_accepts_tolerances",
     "parse_return",
     "refresh_packet",
     "register_fake",
-    "schema_param_types",
-    "separate_fallback_compile_caches",
-    "torch_opcheck",
-    "use_native_tags",
 ]
-
-from ._switches import FALLBACK_ENV_VAR, env_flag
 
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
@@ -48,6 +49,9 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
+
+
+# -- torch.Tag.inplace / torch.Tag.out (2.13) ---------------------------------
 
 
 def _probe_infer_schema_takes_tags() -> bool:
@@ -74,42 +78,31 @@ INFER_SCHEMA_TAKES_TAGS: bool = _probe_infer_schema_takes_tags()
 NATIVE_TAGS: bool = _probe_native_tags()
 
 
-def fallback_forced() -> bool:
-    """``TAGGED_OPS_FALLBACK=1`` asks for the fallback even where native tags exist.
-
-    Read when an op is defined, so a test suite can flip it between definitions.
-    """
-    return env_flag(FALLBACK_ENV_VAR)
+# -- torch._library.infer_schema (2.4; torch._custom_op.impl before) ----------------
 
 
-def use_native_tags() -> bool:
-    """Whether an op defined now should be registered with native tags."""
-    return NATIVE_TAGS and not fallback_forced()
+def _schema_inference() -> Any:
+    # The annotation -> schema-type table and return parsing behind custom_op's schema inference.
+    for name in ("torch._library.infer_schema", "torch._custom_op.impl"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "SUPPORTED_PARAM_TYPES") and hasattr(module, "parse_return"):
+            return module
+    raise ImportError(f"tagged_ops needs torch 2.2+: torch {torch.__version__} has no custom-op schema inference")
 
 
-_FALLBACK_CACHE_MARK = "tagged_ops-fallback"
+_SCHEMA_INFERENCE = _schema_inference()
+#: Annotation -> schema type, as torch's own schema inference accepts them.
+SUPPORTED_PARAM_TYPES: Mapping[Any, str] = _SCHEMA_INFERENCE.SUPPORTED_PARAM_TYPES
+#: ``parse_return(annotation, error_fn) -> str``: torch's own return-type parsing.
+parse_return: Callable[[Any, Callable[[str], Any]], str] = _SCHEMA_INFERENCE.parse_return
 
 
-def separate_fallback_compile_caches() -> None:
-    """Keep code compiled for forced-fallback ops out of the native ops' cache entries.
+# -- torch._library.custom_ops.CustomOpDef.register_* (2.4+, methods added since) ----
 
-    Inductor's on-disk caches key a graph by its text, which names the op
-    (``torch.ops.ns.name.default``) but not its schema. On a torch with native
-    tags, the same name compiled once tagged and once untagged (forced fallback)
-    would share an entry, and the second program would run the first one's code
-    (2.13: ``TypeError: expected Tensor() for op``). The compile cache key tag
-    is part of every such key, so forced-fallback processes get their own.
-    """
-    config = getattr(torch.compiler, "config", None)
-    tag = getattr(config, "cache_key_tag", None)
-    if tag is None:
-        return  # no such key on this release: no release without it has native tags
-    if _FALLBACK_CACHE_MARK not in tag:
-        config.cache_key_tag = f"{tag}:{_FALLBACK_CACHE_MARK}" if tag else _FALLBACK_CACHE_MARK  # type: ignore[union-attr]
-
-
-_CUSTOM_OP_DEF: Any = getattr(getattr(torch, "_library", None), "custom_ops", None)
-_CUSTOM_OP_DEF = getattr(_CUSTOM_OP_DEF, "CustomOpDef", None)
+_CUSTOM_OP_DEF: Any = getattr(getattr(getattr(torch, "_library", None), "custom_ops", None), "CustomOpDef", None)
 
 
 def has_custom_op_method(name: str) -> bool:
@@ -121,7 +114,21 @@ def has_custom_op_method(name: str) -> bool:
     return _CUSTOM_OP_DEF is not None and hasattr(_CUSTOM_OP_DEF, name)
 
 
-def _probe_torch_opcheck() -> Callable[..., dict[str, str]]:
+# -- torch.library.register_fake (Library._register_fake, 2.4; impl_abstract before) --
+
+
+def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:
+    """Register ``fn`` as the op's fake (meta) kernel, owned by ``lib``."""
+    if hasattr(lib, "_register_fake"):
+        lib._register_fake(parse_namespace(qualname)[1], fn)
+    else:
+        torch.library.impl_abstract(qualname, fn, lib=lib)  # same behaviour, older name
+
+
+# -- torch.library.opcheck (2.4; torch.testing._internal.optests before) -------------
+
+
+def _probe_opcheck() -> Callable[..., dict[str, str]]:
     public = getattr(torch.library, "opcheck", None)
     if public is not None:
         return public  # type: ignore[no-any-return]
@@ -141,33 +148,16 @@ def _probe_torch_opcheck() -> Callable[..., dict[str, str]]:
     return internal_opcheck
 
 
-#: ``torch.library.opcheck`` (2.4+), or its 2.2/2.3 original in ``torch.testing._internal.optests``.
-torch_opcheck: Callable[..., dict[str, str]] = _probe_torch_opcheck()
+#: ``torch.library.opcheck``, or its 2.2/2.3 original.
+opcheck: Callable[..., dict[str, str]] = _probe_opcheck()
 
 
 def opcheck_accepts_tolerances() -> bool:
     """``torch.library.opcheck(..., atol=, rtol=)`` exists (newer releases only)."""
-    return _accepts_keyword(torch_opcheck, "atol")
+    return _accepts_keyword(opcheck, "atol")
 
 
-def _schema_inference() -> Any:
-    # The annotation -> schema-type table and return parsing behind custom_op's
-    # schema inference: torch._library.infer_schema from 2.4, torch._custom_op.impl before.
-    for name in ("torch._library.infer_schema", "torch._custom_op.impl"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "SUPPORTED_PARAM_TYPES") and hasattr(module, "parse_return"):
-            return module
-    raise ImportError(f"tagged_ops: torch {torch.__version__} has no custom-op schema inference (needs torch 2.2+)")
-
-
-_SCHEMA_INFERENCE = _schema_inference()
-#: Annotation -> schema type, as torch's own schema inference accepts them.
-schema_param_types: Mapping[Any, str] = _SCHEMA_INFERENCE.SUPPORTED_PARAM_TYPES
-#: ``parse_return(annotation, error_fn) -> str``: torch's own return-type parsing.
-parse_return: Callable[[Any, Callable[[str], Any]], str] = _SCHEMA_INFERENCE.parse_return
+# -- torch.library.Library._destroy (complete from 2.3) -------------------------
 
 
 def destroy_library(lib: torch.library.Library) -> None:
@@ -182,10 +172,11 @@ def destroy_library(lib: torch.library.Library) -> None:
     # 2.2 also keeps the cached torch.ops.<ns>.<name> packet, whose overloads
     # point at the destroyed operator (calling it crashes); drop it as 2.3+ does.
     for qualname in getattr(lib, "_op_defs", ()):
-        ns, name = qualname.split("::", 1)
+        ns, name = parse_namespace(qualname)
+        packet = name.partition(".")[0]
         namespace = getattr(torch.ops, ns, None)
-        if namespace is not None and name.split(".")[0] in namespace.__dict__:
-            delattr(namespace, name.split(".")[0])
+        if namespace is not None and packet in namespace.__dict__:
+            delattr(namespace, packet)
     for registry, mine in (("_impls", "_op_impls"), ("_defs", "_op_defs")):
         known, owned = getattr(torch.library, registry, None), getattr(lib, mine, None)
         if isinstance(known, set) and isinstance(owned, set):
@@ -193,14 +184,17 @@ def destroy_library(lib: torch.library.Library) -> None:
             owned.clear()
 
 
+# -- torch._ops._refresh_packet (2.13) --------------------------------------------
+
+
 def refresh_packet(namespace: str, packet: str) -> None:
     """Make a cached ``torch.ops.<namespace>.<packet>`` list an overload defined after it was built.
 
-    2.13's ``Library.define`` does this itself (``torch._ops._refresh_packet``); on
-    older releases a packet keeps the overload names it saw first, so
-    ``overloads()`` missed ``.Tensor`` defined after ``.Scalar``. The backport
-    refreshes the same packet object in place, as upstream does, so the
-    ``OpOverload`` objects handles already hold stay the packet's own.
+    2.13's ``Library.define`` does this itself; on older releases a packet keeps
+    the overload names it saw first, so ``overloads()`` missed ``.Tensor``
+    defined after ``.Scalar``. The backport refreshes the same packet object in
+    place, as upstream does, so the ``OpOverload`` objects handles already hold
+    stay the packet's own.
     """
     cached = vars(getattr(torch.ops, namespace)).get(packet)
     if cached is None:
@@ -216,46 +210,31 @@ def refresh_packet(namespace: str, packet: str) -> None:
         cached._overload_names = overload_names
 
 
-def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:
-    """Register ``fn`` as the op's fake (meta) kernel, owned by ``lib``.
+# -- torch._C._increment_version (one Tensor before 2.5, a list of them after) -------
 
-    ``Library._register_fake`` from 2.4; ``torch.library.impl_abstract`` on 2.2/2.3
-    (same behaviour under its older name).
+
+@functools.cache
+def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
+    """A function that bumps the version counter of every tensor in a tuple.
+
+    Kernels that write through NumPy bypass the counter, so tagged_ops bumps it.
+    Probed on first use (it runs torch's on a scratch tensor), and returns
+    torch's own where it takes the tuple: the kernel calls it directly.
     """
-    if hasattr(lib, "_register_fake"):
-        lib._register_fake(qualname.split("::", 1)[1], fn)
-    else:
-        torch.library.impl_abstract(qualname, fn, lib=lib)
-
-
-_is_exporting_fn: Callable[[], bool] | None = getattr(torch.compiler, "is_exporting", None)
-
-
-def is_exporting() -> bool:
-    """True while ``torch.export`` traces; False where torch cannot tell us."""
-    return bool(_is_exporting_fn()) if _is_exporting_fn is not None else False
-
-
-def _probe_bump_versions() -> Callable[[tuple[torch.Tensor, ...]], None]:
-    # Kernels that write through numpy bypass the version counter, so we bump it.
-    # torch._C._increment_version takes one tensor on older releases and a
-    # sequence of tensors on newer ones; probe which, call it directly (hot path).
     raw = torch._C._increment_version
-    probe = torch.zeros(1)
     try:
-        raw((probe,))
+        raw((torch.zeros(1),))
     except (TypeError, RuntimeError):  # 2.4: "increment_version expect a Tensor as input"
 
-        def bump_each(tensors: tuple[torch.Tensor, ...]) -> None:
+        def each(tensors: tuple[torch.Tensor, ...]) -> None:
             for t in tensors:
                 raw(t)
 
-        return bump_each
+        return each
     return raw  # type: ignore[no-any-return]
 
 
-#: Bump the version counter of every tensor in a tuple.
-bump_versions: Callable[[tuple[torch.Tensor, ...]], None] = _probe_bump_versions()
+# -- torch._C._any_requires_grad (2.5) ----------------------------------------------
 
 _any_requires_grad_c: Callable[..., bool] | None = getattr(torch._C, "_any_requires_grad", None)
 
@@ -270,13 +249,16 @@ def _any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
     return False
 
 
-#: Whether any Tensor among the arguments requires grad (C++ where torch has it).
+#: Whether any Tensor among the arguments requires grad.
 any_requires_grad: Callable[..., bool] = _any_requires_grad_c or _any_requires_grad_py
 
-#: Whether ``any_requires_grad`` is torch's C++ helper (2.5+). Where it is not,
-#: generated calling code tests plain Tensor arguments inline instead: a Python
-#: helper call costs more than the rest of the handle's checks together.
+#: Whether ``any_requires_grad`` is torch's C++ helper. Where it is not, generated
+#: calling code tests plain Tensor arguments inline instead: a Python helper call
+#: costs more than the rest of the handle's checks together.
 ANY_REQUIRES_GRAD_IN_CPP: bool = _any_requires_grad_c is not None
+
+
+# -- torch.compiler.is_dynamo_compiling / is_exporting / assume_constant_result ------
 
 #: True only while Dynamo traces (it constant-folds this call); a plain
 #: function returning False in eager, so the hot path pays next to nothing.
@@ -286,7 +268,30 @@ is_dynamo_compiling: Callable[[], bool] = (
     or torch._utils.is_compiling  # 2.2: the one Dynamo constant-folds there
 )
 
+_is_exporting: Callable[[], bool] | None = getattr(torch.compiler, "is_exporting", None)
 
+
+def is_exporting() -> bool:
+    """True while ``torch.export`` traces; False where torch cannot tell us."""
+    return bool(_is_exporting()) if _is_exporting is not None else False
+
+
+#: Mark a no-argument function so that Dynamo calls it while tracing and treats
+#: the result as a constant (instead of tracing into it).
+assume_constant_result: Callable[[Callable[[], Any]], Callable[[], Any]] = torch.compiler.assume_constant_result
+
+
+# -- torch._higher_order_ops.auto_functionalize (2.2; lowered by Inductor from 2.3) --
+
+
+def _auto_functionalize_module() -> Any:
+    try:
+        return importlib.import_module("torch._higher_order_ops.auto_functionalize")
+    except ImportError:
+        return None
+
+
+@functools.cache
 def compiler_lowers_mutable_ops() -> bool:
     """Whether Inductor compiles a mutating custom op (``auto_functionalized``).
 
@@ -295,15 +300,9 @@ def compiler_lowers_mutable_ops() -> bool:
     not an OpOverload". Asked only while Dynamo traces (importing Inductor takes
     seconds), never on the eager path.
     """
-    global _LOWERS_MUTABLE_OPS
-    if _LOWERS_MUTABLE_OPS is None:
-        lowering = importlib.import_module("torch._inductor.lowering")
-        hop = getattr(_auto_functionalize_module(), "auto_functionalized", None)
-        _LOWERS_MUTABLE_OPS = hop is not None and hop in lowering.lowerings
-    return _LOWERS_MUTABLE_OPS
-
-
-_LOWERS_MUTABLE_OPS: bool | None = None
+    lowering = importlib.import_module("torch._inductor.lowering")
+    hop = getattr(_auto_functionalize_module(), "auto_functionalized", None)
+    return hop is not None and hop in lowering.lowerings
 
 
 def compiler_lowers_mutated_views() -> bool:
@@ -317,18 +316,6 @@ def compiler_lowers_mutated_views() -> bool:
     """
     config = importlib.import_module("torch._inductor.config")
     return bool(getattr(config, "enable_auto_functionalized_v2", False))
-
-
-#: Mark a no-argument function so that Dynamo calls it while tracing and treats
-#: the result as a constant (instead of tracing into it).
-assume_constant_under_compile: Callable[[Callable[[], Any]], Callable[[], Any]] = torch.compiler.assume_constant_result
-
-
-def _auto_functionalize_module() -> Any:
-    try:
-        return importlib.import_module("torch._higher_order_ops.auto_functionalize")
-    except ImportError:
-        return None
 
 
 def _probe_defaults_survive_functionalization() -> bool:

@@ -9,11 +9,13 @@ returns the mutated tensors, so callers see the 2.13 contract.
 
 from __future__ import annotations
 
+import torch
+
 from . import _capabilities as caps
 from ._registration import Registration
 from ._signature import OpSignature
 
-__all__ = ["register_fallback"]
+__all__ = ["register_fallback", "separate_fallback_compile_caches"]
 
 
 def register_fallback(sig: OpSignature, *, opname: str | None = None) -> Registration:
@@ -27,3 +29,24 @@ def register_fallback(sig: OpSignature, *, opname: str | None = None) -> Registr
         tags=(),
         returns=False,
     )
+
+
+_FALLBACK_CACHE_MARK = "tagged_ops-fallback"
+
+
+def separate_fallback_compile_caches() -> None:
+    """Keep code compiled for forced-fallback ops out of the native ops' cache entries.
+
+    Inductor's on-disk caches key a graph by its text, which names the op
+    (``torch.ops.ns.name.default``) but not its schema. On a torch with native
+    tags, the same name compiled once tagged and once untagged (forced fallback)
+    would share an entry, and the second program would run the first one's code
+    (2.13: ``TypeError: expected Tensor() for op``). The compile cache key tag
+    is part of every such key, so forced-fallback processes get their own.
+    """
+    config = getattr(torch.compiler, "config", None)
+    tag = getattr(config, "cache_key_tag", None)
+    if tag is None:
+        return  # no such key on this release: no release without it has native tags
+    if _FALLBACK_CACHE_MARK not in tag:
+        config.cache_key_tag = f"{tag}:{_FALLBACK_CACHE_MARK}" if tag else _FALLBACK_CACHE_MARK  # type: ignore[union-attr]

@@ -16,14 +16,12 @@ graph input cannot be told apart while tracing. Views then cost one copy;
 whole tensors keep the in-place lowering. On the native path the twin is the
 untagged lowering's (see ``_native.py``).
 
-The twin is defined lazily, the first time Dynamo traces the op on such a
-release, so nothing changes where the compiler lowers mutating ops itself.
+The twin is defined with its op (a user may turn ``auto_functionalized`` v2
+off at any time before compiling), and only compiled code that needs it calls it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -35,12 +33,10 @@ from ._signature import OpSignature, Param, helper_name, join_params, lookup_op
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
 
 FUNCTIONAL_SUFFIX = "__functional"
-# Any alias annotation, whatever letters a hand-written schema uses: "Tensor(a!)", "Tensor(b0!)".
-_ALIAS = re.compile(r"^Tensor\([^)]*\)")
 
 
 class FunctionalTwin:
-    """Defines ``<ns>::<name>__functional`` for one fallback op, when first needed."""
+    """``<ns>::<name>__functional``: the functional twin of one untagged op, defined with it."""
 
     def __init__(
         self, sig: OpSignature, op: Callable[..., Any], fake: Callable[..., Any], schema_order: tuple[Param, ...]
@@ -51,37 +47,35 @@ class FunctionalTwin:
         self._order = schema_order
         self._lib: Library | None = None
         self.op: Any = None
+        self._define()
 
-    def needed(self) -> bool:
-        """True when compiled code must use the twin; defines it on first need.
+    @staticmethod
+    def needed() -> bool:
+        """Whether compiled code must call the twin instead of the op (2.2).
 
-        Called by Dynamo at trace time (see ``caps.assume_constant_under_compile``).
+        Asked by Dynamo at trace time (see ``caps.assume_constant_result``).
         """
-        return self._needed_unless(caps.compiler_lowers_mutable_ops())
+        return not caps.compiler_lowers_mutable_ops()
 
-    def needed_for_views(self) -> bool:
-        """True when compiled code must use the twin for a call that mutates a view."""
-        return self._needed_unless(caps.compiler_lowers_mutated_views())
-
-    def _needed_unless(self, compiler_handles_it: bool) -> bool:
-        if compiler_handles_it:
-            return False
-        if self.op is None:
-            self._define()
-        return True
+    @staticmethod
+    def needed_for_views() -> bool:
+        """Whether compiled code must call the twin for a call that mutates a view."""
+        return not caps.compiler_lowers_mutated_views()
 
     def _define(self) -> None:
         sig, order = self._sig, self._order
         name = helper_name(sig.name, FUNCTIONAL_SUFFIX)
         # No alias annotations, and no defaults: the handle passes every argument,
         # and the kernel must hand all of them on to the op.
-        plain = [replace(p, mutated=False, text=_ALIAS.sub("Tensor", p.without_default().text)) for p in order]
+        plain = join_params(order, lambda p: p.render(alias=False, default=False))
         mutated = [i for i, p in enumerate(order) if p.mutated]  # positional in the fallback order
         ret = "Tensor" if len(mutated) == 1 else f"({', '.join(['Tensor'] * len(mutated))})"
         fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only
         op, op_fake = self._op, self._fake
 
-        def run_on_fresh(make: Callable[[torch.Tensor], torch.Tensor], run: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        def run_on_fresh(
+            make: Callable[[torch.Tensor], torch.Tensor], run: Callable[..., Any], args: Any, kwargs: Any
+        ) -> Any:
             # run(...) with each mutated argument replaced by a fresh tensor; those are the results
             args_list = list(args)
             results = []
@@ -98,7 +92,7 @@ class FunctionalTwin:
             return run_on_fresh(torch.empty_like, op_fake, args, kwargs)
 
         lib = Library(sig.namespace, "FRAGMENT")
-        lib.define(f"{name}({join_params(plain)}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
+        lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
         lib.impl(name, kernel, "CompositeExplicitAutograd")
         lib.impl(name, fallthrough_kernel, "Autograd")
         caps.register_fake(lib, f"{sig.namespace}::{name}", fake)

@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 import torch
 
 from . import _capabilities as caps
-from ._fallback import register_fallback
+from ._fallback import register_fallback, separate_fallback_compile_caches
 from ._native import register_native
 from ._registration import Registration
 from ._signature import Kind, define_signature
+from ._switches import fallback_forced
 
 __all__ = ["TaggedOp", "define_inplace", "define_out", "is_native"]
 
@@ -52,6 +53,18 @@ class TaggedOp:
     def _point_at(self, registration: Registration) -> None:
         self._registration = registration
         self._call = registration.call
+
+    def _point_at_nothing(self, cause: Exception) -> None:
+        """The op was defined again and that failed: calls raise until it is defined again."""
+        qualname = self.qualname
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(
+                f"{qualname}: its latest definition failed ({type(cause).__name__}: {cause}); "
+                "define it again before calling it."
+            )
+
+        self._call = call
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._call(*args, **kwargs)
@@ -139,7 +152,9 @@ class TaggedOp:
 
         return inner if fn is None else inner(fn)
 
-    def register_autograd(self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None) -> None:
+    def register_autograd(
+        self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
+    ) -> None:
         """Refused, as on 2.13: mutable ops have no autograd formula."""
         if self.kind == "out":
             raise RuntimeError(
@@ -216,13 +231,6 @@ def _device_list(device_types: DeviceTypes) -> list[str | None]:
     return list(device_types)
 
 
-def _defunct(name: str, cause: Exception) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"{name} was defined again and that definition failed ({type(cause).__name__}: {cause}); define it again before calling it.")
-
-    return call
-
-
 def is_native(op: Any) -> bool:
     """Whether ``op`` (a handle from this package) was registered with native tags."""
     return isinstance(op, TaggedOp) and op.is_native
@@ -237,9 +245,9 @@ def _define(
     schema: str | None,
 ) -> TaggedOp:
     sig = define_signature(fn, name, kind, mutates_args, schema)
-    native = caps.use_native_tags()
+    native = caps.NATIVE_TAGS and not fallback_forced()
     if caps.NATIVE_TAGS and not native:
-        caps.separate_fallback_compile_caches()
+        separate_fallback_compile_caches()
     previous = _CURRENT.pop(name, None)
     if previous is not None:
         previous.destroy()
@@ -254,7 +262,7 @@ def _define(
     except Exception as e:
         # Handles made earlier must never reach the destroyed op (2.13 can crash).
         for old in _HANDLES.get(name, ()):
-            old._call = _defunct(name, e)
+            old._point_at_nothing(e)
         raise
     _CURRENT[name] = registration
     handle = TaggedOp(registration, fn)
@@ -267,11 +275,23 @@ def _define(
 
 @overload
 def define_inplace(
-    name: str, fn: None = None, /, *, mutates_args: str | Iterable[str] | None = ..., device_types: DeviceTypes = ..., schema: str | None = ...
+    name: str,
+    fn: None = None,
+    /,
+    *,
+    mutates_args: str | Iterable[str] | None = ...,
+    device_types: DeviceTypes = ...,
+    schema: str | None = ...,
 ) -> Callable[[Callable[..., Any]], TaggedOp]: ...
 @overload
 def define_inplace(
-    name: str, fn: Callable[..., Any], /, *, mutates_args: str | Iterable[str] | None = ..., device_types: DeviceTypes = ..., schema: str | None = ...
+    name: str,
+    fn: Callable[..., Any],
+    /,
+    *,
+    mutates_args: str | Iterable[str] | None = ...,
+    device_types: DeviceTypes = ...,
+    schema: str | None = ...,
 ) -> TaggedOp: ...
 def define_inplace(
     name: str,
@@ -308,11 +328,23 @@ def define_inplace(
 
 @overload
 def define_out(
-    name: str, fn: None = None, /, *, mutates_args: str | Iterable[str] | None = ..., device_types: DeviceTypes = ..., schema: str | None = ...
+    name: str,
+    fn: None = None,
+    /,
+    *,
+    mutates_args: str | Iterable[str] | None = ...,
+    device_types: DeviceTypes = ...,
+    schema: str | None = ...,
 ) -> Callable[[Callable[..., Any]], TaggedOp]: ...
 @overload
 def define_out(
-    name: str, fn: Callable[..., Any], /, *, mutates_args: str | Iterable[str] | None = ..., device_types: DeviceTypes = ..., schema: str | None = ...
+    name: str,
+    fn: Callable[..., Any],
+    /,
+    *,
+    mutates_args: str | Iterable[str] | None = ...,
+    device_types: DeviceTypes = ...,
+    schema: str | None = ...,
 ) -> TaggedOp: ...
 def define_out(
     name: str,

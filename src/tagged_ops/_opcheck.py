@@ -35,16 +35,15 @@ def opcheck(
     are passed on where the installed torch accepts them.
     """
     if not isinstance(op, TaggedOp):
-        raise TypeError(f"tagged_ops.opcheck: expected an op made by define_inplace/define_out, got {op!r}")
+        raise TypeError(f"{op!r}: tagged_ops.opcheck takes an op made by define_inplace/define_out")
     op_args, op_kwargs = op.to_op_arguments(*args, **(kwargs or {}))
     extra: dict[str, Any] = {}
     if atol is not None or rtol is not None:
         if not caps.opcheck_accepts_tolerances():
             raise TypeError(
-                f"tagged_ops.opcheck({op.qualname}): this torch's opcheck takes no atol/rtol; "
-                "leave them unset on this release."
+                f"{op.qualname}: this torch's opcheck takes no atol/rtol; leave them unset on this release."
             )
         extra = {"atol": atol, "rtol": rtol}
-    return caps.torch_opcheck(
+    return caps.opcheck(
         op.opoverload, op_args, op_kwargs, test_utils=test_utils, raise_exception=raise_exception, **extra
     )

@@ -30,22 +30,22 @@ import torch.fx.operator_schemas
 from torch.library import Library, fallthrough_kernel
 
 from . import _capabilities as caps
-from ._calling import make_binder, make_handle_call, make_kernel_adapter
+from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param, lookup_op
 
 __all__ = ["Registration", "dispatch_key_for"]
 
-_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "mps": "MPS", "xpu": "XPU", "hpu": "HPU"}
 
-
-def dispatch_key_for(device_type: str | None) -> str:
+def dispatch_key_for(qualname: str, device_type: str | None) -> str:
+    """The dispatch key a kernel for ``device_type`` registers under (None: every device)."""
     if device_type is None:
         return "CompositeExplicitAutograd"
     try:
-        return _DISPATCH_KEYS[device_type]
-    except KeyError:
-        raise ValueError(f"tagged_ops: unknown device type {device_type!r}; expected one of {sorted(_DISPATCH_KEYS)}") from None
+        # torch's own table: "cpu" -> "CPU", and renamed PrivateUse1 backends too
+        return str(torch._C._dispatch_key_for_device(device_type))
+    except RuntimeError as e:
+        raise ValueError(f"{qualname}: unknown device type {device_type!r} ({e})") from None
 
 
 class _NoAutogradFormula(torch.autograd.Function):
@@ -88,9 +88,10 @@ class Registration:
         self.schema_order = tuple(schema_order)
         self.returns = returns
         self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
+        self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
         self.lib = Library(sig.namespace, "FRAGMENT")
-        self.lib.define(f"{opname}{schema[schema.index('('):]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
+        self.lib.define(f"{opname}{schema[schema.index('(') :]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
         caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._kernel_libs: dict[str, Library] = {}
@@ -104,14 +105,14 @@ class Registration:
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
         self.functional = None if tags else FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
-        self.call = make_handle_call(
+        compiled_call = make_compiled_call(
             sig,
             self.op,
             self.schema_order,
-            self.autograd_call,
             lowering=None if lowering is None else (lowering.op, lowering.schema_order),
             functional=self.functional if lowering is None else lowering.functional,
         )
+        self.call = make_handle_call(sig, self.op, self.schema_order, self.autograd_call, compiled_call)
         self.bind = make_binder(sig, self.schema_order)
 
     # -- kernels -----------------------------------------------------------
@@ -120,7 +121,7 @@ class Registration:
         """Register (or replace) the user's kernel for ``device_type`` (None: every device)."""
         if self.lowering is not None:
             self.lowering.set_kernel(device_type, fn)
-        key = dispatch_key_for(device_type)
+        key = dispatch_key_for(self.sig.qualname, device_type)
         adapter = make_kernel_adapter(
             self.sig,
             fn,
@@ -135,7 +136,7 @@ class Registration:
         if previous is not None:
             caps.destroy_library(previous)
         fragment = Library(self.sig.namespace, "FRAGMENT")
-        fragment.impl(self.qualname.split("::", 1)[1], adapter, key)
+        fragment.impl(self.opname, adapter, key)
         self._kernel_libs[key] = fragment
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
@@ -195,7 +196,9 @@ class Registration:
         x = args[0]
         # ATen refuses these before mutating; so do we (native 2.13 lets them through).
         if x.is_leaf and x.requires_grad:
-            raise RuntimeError(f"{qualname}: a leaf Variable that requires grad is being used in an in-place operation.")
+            raise RuntimeError(
+                f"{qualname}: a leaf Variable that requires grad is being used in an in-place operation."
+            )
         base = x._base
         if base is not None and base.is_leaf and base.requires_grad:
             raise RuntimeError(

@@ -73,7 +73,9 @@ else:
             )
         for i, (ret, arg) in enumerate(zip(schema.returns, mutable, strict=True)):
             if ret.alias_info is None:
-                raise ValueError(f"Return {i} of schema tagged with torch.Tag.out must alias mutable arg '{arg.name}'. Got: {schema}")
+                raise ValueError(
+                    f"Return {i} of schema tagged with torch.Tag.out must alias mutable arg '{arg.name}'. Got: {schema}"
+                )
             if not ret.alias_info.is_write:
                 raise ValueError(
                     f"Return {i} of schema tagged with torch.Tag.out must be a mutable alias "
@@ -95,7 +97,9 @@ else:
             raise ValueError(f"{what} must have at least one positional argument. Got: {schema}")
         first = args[0]
         if not _is_write(first):
-            raise ValueError(f"{what} requires the first positional argument to be mutable (e.g., Tensor(a!)). Got: {schema}")
+            raise ValueError(
+                f"{what} requires the first positional argument to be mutable (e.g., Tensor(a!)). Got: {schema}"
+            )
         if not isinstance(first.type, torch.TensorType):
             raise ValueError(
                 f"{what} requires the first positional argument to be a Tensor. "
@@ -172,11 +176,12 @@ if caps.INFER_SCHEMA_TAKES_TAGS:
         return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=tag)  # type: ignore[call-arg,no-any-return]
 
 else:
+
     def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str) -> str:  # type: ignore[misc]
         """Backport of 2.13's ``infer_schema(fn, mutates_args=..., tags=<kind's tag>)``.
 
         Same checks in the same order, same ``ValueError`` text; built on the
-        installed torch's own annotation table (``caps.schema_param_types``).
+        installed torch's own annotation table (``caps.SUPPORTED_PARAM_TYPES``).
         """
         sig = inspect.signature(fn)
         tag = _TAG_NAME[kind]
@@ -194,7 +199,7 @@ else:
         else:
             mutates = tuple(mutates_args)
 
-        supported = caps.schema_param_types
+        supported = caps.SUPPORTED_PARAM_TYPES
         params: list[str] = []
         star = False
         first_positional: tuple[str, str, str] | None = None  # (name, schema type, alias)
@@ -223,8 +228,10 @@ else:
             )
             if mutated:
                 if not schema_type.startswith("Tensor"):
-                    error(f"Parameter {name} is in mutable_args but only Tensors or collections of Tensors can be mutated")
-                schema_type = f"Tensor(a{idx}!){schema_type[len('Tensor'):]}"
+                    error(
+                        f"Parameter {name} is in mutable_args but only Tensors or collections of Tensors can be mutated"
+                    )
+                schema_type = f"Tensor(a{idx}!){schema_type[len('Tensor') :]}"
             if kind == "out" and mutated:
                 if not keyword_only:
                     error("torch.Tag.out requires mutable arguments to be keyword-only.")
@@ -265,14 +272,20 @@ else:
                 )
             if not matches:
                 names = tuple(n for n, _ in outs)
-                error(f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {names}.")
+                error(
+                    f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {names}."
+                )
             aliased = [f"Tensor({alias}!)" for _, alias in outs]
             ret = aliased[0] if len(aliased) == 1 else f"({', '.join(aliased)})"
         else:
             if ret_annotation is inspect.Parameter.empty:  # older releases word this one differently
                 error("No return type annotation was provided. Please add one.")
             # 2.2/2.3's parse_return refuses None itself, with other words
-            if ret_annotation is None or ret_annotation is type(None) or caps.parse_return(_normalize(ret_annotation), error) != "Tensor":
+            if (
+                ret_annotation is None
+                or ret_annotation is type(None)
+                or caps.parse_return(_normalize(ret_annotation), error) != "Tensor"
+            ):
                 error(f"{tag} requires the return annotation to be torch.Tensor.")
             assert first_positional is not None
             ret = f"Tensor({first_positional[2]}!)"

@@ -19,6 +19,7 @@ from torch import Tensor
 from . import _capabilities as caps
 from ._handle import TaggedOp, define_inplace, define_out
 from ._opcheck import opcheck
+from ._switches import FALLBACK_ENV_VAR, fallback_forced
 
 __all__ = ["SinOps", "define_sin_ops", "main", "report"]
 
@@ -80,14 +81,14 @@ def describe_paths() -> dict[str, Any]:
     """For each path this torch offers: the schemas the sin ops get, and the self-check."""
     import os
 
-    saved = os.environ.get(caps.FALLBACK_ENV_VAR)
+    saved = os.environ.get(FALLBACK_ENV_VAR)
     described: dict[str, Any] = {}
     try:
         for path in ("native", "fallback") if caps.NATIVE_TAGS else ("fallback",):
             if path == "fallback":
-                os.environ[caps.FALLBACK_ENV_VAR] = "1"
+                os.environ[FALLBACK_ENV_VAR] = "1"
             else:
-                os.environ.pop(caps.FALLBACK_ENV_VAR, None)
+                os.environ.pop(FALLBACK_ENV_VAR, None)
             ops = define_sin_ops("tagged_ops_describe")
             described[path] = {
                 "schema_inplace": ops.sin_.schema.split("::", 1)[1],
@@ -97,9 +98,9 @@ def describe_paths() -> dict[str, Any]:
             }
     finally:
         if saved is None:
-            os.environ.pop(caps.FALLBACK_ENV_VAR, None)
+            os.environ.pop(FALLBACK_ENV_VAR, None)
         else:
-            os.environ[caps.FALLBACK_ENV_VAR] = saved
+            os.environ[FALLBACK_ENV_VAR] = saved
     return described
 
 
@@ -179,7 +180,7 @@ def report() -> tuple[list[str], bool]:
     lines = [
         f"torch {torch.__version__} (python {platform.python_version()}, {platform.machine()})",
         f"NATIVE_TAGS: {caps.NATIVE_TAGS}",
-        f"{caps.FALLBACK_ENV_VAR}: {'set' if caps.fallback_forced() else 'unset'}",
+        f"{FALLBACK_ENV_VAR}: {'set' if fallback_forced() else 'unset'}",
         f"path ops take: {path}",
         f"schema in-place: {ops.sin_.schema}",
         f"schema out=:     {ops.sin_out.schema}",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import torch
+from torch._library.utils import parse_namespace
 
 from . import _schema_rules as rules
 
@@ -38,21 +39,62 @@ Kind = Literal["inplace", "out"]
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of the op, as the schema sees it."""
+    """One parameter of the op, read from its parsed schema (``torch._C.Argument``).
+
+    Every decision uses the parsed fields; ``type_text`` and ``default_text`` are
+    torch's own printing of the argument, kept only to write schemas back out
+    (``torch._C.Argument`` has no constructor before 2.5).
+    """
 
     name: str
     keyword_only: bool
+    mutated: bool  # written: alias annotation with "!"
     is_plain_tensor: bool  # exactly ``Tensor``: the only type an op may return or write as out=
-    mutated: bool
-    text: str  # schema text: type (with alias annotation when mutated), name, default
+    holds_tensors: bool  # ``Tensor``, ``Tensor?``, ``Tensor[]``, ...: what autograd looks at
+    alias: str | None  # "a!" in "Tensor(a!)"
+    type_text: str  # "Tensor", "int[2]", "ScalarType?": the type without its alias annotation
+    default_text: str | None  # "2", "None", "[1, 2]", or no default
 
     @property
     def has_default(self) -> bool:
-        return "=" in self.text
+        return self.default_text is not None
 
-    def without_default(self) -> Param:
-        """The same parameter, its default value left out of the schema text."""
-        return dataclasses.replace(self, text=self.text.split("=", 1)[0])
+    def render(self, *, alias: bool = True, default: bool = True) -> str:
+        """Schema text of the parameter: ``Tensor(a!) out``, ``int y=2``."""
+        text = self.type_text
+        if alias and self.alias is not None:
+            head, _, tail = text.partition("Tensor")
+            text = f"{head}Tensor({self.alias}){tail}"
+        text = f"{text} {self.name}"
+        return f"{text}={self.default_text}" if default and self.has_default else text
+
+    @classmethod
+    def from_argument(cls, argument: Any, printed: str) -> Param:
+        """From a parsed argument and torch's printing of it (``"Tensor(a!) x"``, ``"int y=2"``)."""
+        # torch prints no space inside a type, and parentheses only around an alias annotation
+        head, _, rest = printed.split(" ", 1)[0].partition("(")
+        alias, _, tail = rest.partition(")")
+        type_text = head + tail
+        alias_info = argument.alias_info
+        default_text = printed.split("=", 1)[1] if argument.has_default_value() else None
+        return cls(
+            name=argument.name,
+            keyword_only=bool(argument.kwarg_only),
+            mutated=alias_info is not None and alias_info.is_write,
+            is_plain_tensor=isinstance(argument.type, torch.TensorType),
+            holds_tensors=_holds_tensors(argument.type),
+            alias=alias or None,
+            type_text=type_text,
+            default_text=default_text,
+        )
+
+
+def _holds_tensors(schema_type: Any) -> bool:
+    if isinstance(schema_type, torch.TensorType):
+        return True
+    if isinstance(schema_type, (torch.OptionalType, torch.ListType)):
+        return _holds_tensors(schema_type.getElementType())
+    return False
 
 
 @dataclass(frozen=True)
@@ -66,12 +108,12 @@ class OpSignature:
 
     @property
     def namespace(self) -> str:
-        return self.qualname.split("::", 1)[0]
+        return parse_namespace(self.qualname)[0]
 
     @property
     def name(self) -> str:
         """The op's name in its namespace, overload included: ``foo`` or ``foo.out``."""
-        return self.qualname.split("::", 1)[1]
+        return parse_namespace(self.qualname)[1]
 
     @property
     def packet(self) -> str:
@@ -100,7 +142,7 @@ class OpSignature:
 
     def native_schema(self) -> str:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""
-        returns = [_alias_of(p.text) for p in self.mutated]
+        returns = [f"Tensor({p.alias})" for p in self.mutated]
         ret = returns[0] if len(returns) == 1 else f"({', '.join(returns)})"
         return f"{self.name}({join_params(self.params)}) -> {ret}"
 
@@ -116,7 +158,7 @@ class OpSignature:
             return self.params
         required = [p for p in self.params if not p.keyword_only and not p.has_default]
         defaulted = [p for p in self.params if not p.keyword_only and p.has_default]
-        outs = [Param(p.name, False, p.is_plain_tensor, True, p.text) for p in self.params if p.keyword_only and p.mutated]
+        outs = [dataclasses.replace(p, keyword_only=False) for p in self.params if p.keyword_only and p.mutated]
         rest = [p for p in self.params if p.keyword_only and not p.mutated]
         return (*required, *outs, *defaulted, *rest)
 
@@ -126,12 +168,10 @@ class OpSignature:
         ``defaults=False`` leaves the parameters' default values out of it.
         """
         params = self.fallback_params()
-        if not defaults:
-            params = tuple(p.without_default() for p in params)
-        return f"{self.name}({join_params(params)}) -> ()"
+        return f"{self.name}({join_params(params, lambda p: p.render(default=defaults))}) -> ()"
 
 
-def join_params(params: Sequence[Param], render: Callable[[Param], str] = lambda p: p.text) -> str:
+def join_params(params: Sequence[Param], render: Callable[[Param], str] = Param.render) -> str:
     """A parameter list, schema or Python: ``render`` each, with ``*`` before the keyword-only ones."""
     parts: list[str] = []
     star = False
@@ -143,26 +183,24 @@ def join_params(params: Sequence[Param], render: Callable[[Param], str] = lambda
     return ", ".join(parts)
 
 
-def _alias_of(param_text: str) -> str:
-    # "Tensor(a3!) out" -> "Tensor(a3!)"
-    return param_text.split(" ", 1)[0]
-
-
 def parse_qualname(qualname: str) -> tuple[str, str]:
     """``"ns::foo.out"`` -> ``("ns", "foo.out")``; refuses anything the dispatcher would not name.
 
     Overload names are allowed, as ATen and real libraries use them
     (``ns::foo.out``, ``ns::foo_.Tensor``): they register ``torch.ops.ns.foo.out``.
     """
-    namespace, sep, name = qualname.partition("::")
+    try:
+        namespace, name = parse_namespace(qualname)  # torch's own split, and its check of the "::"
+    except ValueError:
+        namespace = name = ""
     packet, dot, overload = name.partition(".")
-    if not (sep and namespace.isidentifier() and packet.isidentifier() and (not dot or overload.isidentifier())):
+    if not (namespace.isidentifier() and packet.isidentifier() and (not dot or overload.isidentifier())):
         raise ValueError(
-            f"tagged_ops: op name {qualname!r} must be qualified as 'namespace::name' or "
+            f"{qualname!r}: an op name must be qualified as 'namespace::name' or "
             "'namespace::name.overload' (identifiers, e.g. 'mylib::sin_out' or 'mylib::sin.out')."
         )
     if overload == "default":
-        raise ValueError(f"tagged_ops: op name {qualname!r}: 'default' is the overload of 'namespace::{packet}'; leave it out.")
+        raise ValueError(f"{qualname!r}: 'default' is the overload of '{namespace}::{packet}'; leave it out.")
     return namespace, name
 
 
@@ -220,16 +258,18 @@ def define_signature(
     _, name = parse_qualname(qualname)
     if schema is None:
         mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
-        text = name + rules.infer_schema(fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind)
+        text = name + rules.infer_schema(
+            fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind
+        )
     else:
         # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
         written = schema.strip()
         if not written.startswith("(") and written.split("(", 1)[0].strip() != name:
             raise ValueError(
-                f"tagged_ops: {qualname}: schema= names another op ({written.split('(', 1)[0].strip()!r}); "
+                f"{qualname}: schema= names another op ({written.split('(', 1)[0].strip()!r}); "
                 "write it without a name, as for torch.library.custom_op: '(Tensor(a!) x) -> Tensor(a!)'."
             )
-        text = f"{name}{written[written.index('('):]}"
+        text = f"{name}{written[written.index('(') :]}"
         parsed = torch._C.parse_schema(text)
         if kind == "out":
             rules._validate_out_schema(parsed)
@@ -240,21 +280,12 @@ def define_signature(
 
 
 def _signature_from_text(fn: Callable[..., Any], qualname: str, kind: Kind, text: str) -> OpSignature:
-    # Each parameter keeps its own schema text (alias letters, defaults as written),
-    # and the parsed schema says what it is.
     parsed = torch._C.parse_schema(text)
-    arg_list = text[text.index("(") + 1 : text.rindex(")", 0, text.index("->"))]
+    # torch's own printing of the parsed schema: one text per argument, "*" aside
+    printed = str(parsed)
+    arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
     texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
-    params = tuple(
-        Param(
-            a.name,
-            bool(a.kwarg_only),
-            isinstance(a.type, torch.TensorType),
-            a.alias_info is not None and a.alias_info.is_write,
-            t,
-        )
-        for a, t in zip(parsed.arguments, texts, strict=True)
-    )
+    params = tuple(Param.from_argument(a, t) for a, t in zip(parsed.arguments, texts, strict=True))
     return OpSignature(qualname, kind, params, inspect.signature(fn))
 
 
@@ -278,5 +309,3 @@ def _split_top_level(s: str) -> list[str]:
         cur.append(ch)
     parts.append("".join(cur))
     return parts
-
-

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FALLBACK_ENV_VAR", "REQUIRE_CUDA_ENV_VAR", "env_flag"]
+__all__ = ["FALLBACK_ENV_VAR", "REQUIRE_CUDA_ENV_VAR", "env_flag", "fallback_forced"]
 
 #: ``TAGGED_OPS_FALLBACK=1``: ops defined from now on take the fallback path.
 FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"
@@ -27,4 +27,14 @@ def env_flag(name: str) -> bool:
         return True
     if value in _OFF:
         return False
-    raise ValueError(f"tagged_ops: {name}={os.environ[name]!r} is neither on (1, true, yes, on) nor off (0, false, no, off, unset).")
+    raise ValueError(
+        f"{name}={os.environ[name]!r} is neither on (1, true, yes, on) nor off (0, false, no, off, unset)."
+    )
+
+
+def fallback_forced() -> bool:
+    """``TAGGED_OPS_FALLBACK=1`` asks for the fallback even where native tags exist.
+
+    Read when an op is defined, so a test suite can flip it between definitions.
+    """
+    return env_flag(FALLBACK_ENV_VAR)

@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Sample", "check", "default_devices", "noncontiguous", "variants", "with_storage_offset"]
 
-_HOME = {"check": "._check", **{n: "._variants" for n in ("Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset")}}
+_HOME = {
+    "check": "._check",
+    **{n: "._variants" for n in ("Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset")},
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -36,6 +36,10 @@ def _fill(t: Tensor, garbage: int) -> None:
             t.fill_(-7 if garbage == 0 else 113)
 
 
+def _brief(e: Exception) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
 def _same(a: Tensor, b: Tensor) -> str | None:
     try:
         torch.testing.assert_close(a.cpu(), b.cpu(), equal_nan=True)
@@ -97,7 +101,7 @@ def check(
             s = sample.clone()
             opcheck(op, s.args, s.kwargs)
         except Exception as e:  # noqa: BLE001 - reported per sample
-            fail("opcheck", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            fail("opcheck", _brief(e))
 
         # eager run, identity and out-buffer discipline
         eager = sample.clone()
@@ -111,29 +115,43 @@ def check(
             with torch.no_grad():
                 result = op(*eager.args, **eager.kwargs)
         except Exception as e:  # noqa: BLE001
-            fail("eager", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            fail("eager", _brief(e))
             continue
         mutated = op.mutated_in_call(eager.args, eager.kwargs)
         expected_result = mutated[0] if len(mutated) == 1 else mutated
         stages_run += 1
-        if not (result is expected_result or (isinstance(result, tuple) and all(a is b for a, b in zip(result, mutated, strict=False)))):
+        if not (
+            result is expected_result
+            or (isinstance(result, tuple) and all(a is b for a, b in zip(result, mutated, strict=False)))
+        ):
             fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {op.mutated_args}")
         if op.kind == "out":
             stages_run += 1
             after = [_layout(t) for t in mutated]
             for name, b, a in zip(op.mutated_args, before, after, strict=True):
                 if a != b:
-                    fail("out-buffers", f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}")
+                    fail(
+                        "out-buffers",
+                        f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}",
+                    )
             again = sample.clone()
             for t in op.mutated_in_call(again.args, again.kwargs):
                 _fill(t, 1)
             with torch.no_grad():
                 op(*again.args, **again.kwargs)
-            for name, first, second in zip(op.mutated_args, mutated, op.mutated_in_call(again.args, again.kwargs), strict=True):
+            for name, first, second in zip(
+                op.mutated_args, mutated, op.mutated_in_call(again.args, again.kwargs), strict=True
+            ):
                 if bool(torch.isnan(first).any()) if first.is_floating_point() else False:
-                    fail("out-buffers", f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it")
+                    fail(
+                        "out-buffers",
+                        f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it",
+                    )
                 elif (diff := _same(first, second)) is not None:
-                    fail("out-buffers", f"result depends on what out buffer '{name}' held before the call (the kernel reads it): {diff}")
+                    fail(
+                        "out-buffers",
+                        f"result depends on what out buffer '{name}' held before the call (the kernel reads it): {diff}",
+                    )
 
         # reference
         if reference is not None:
@@ -141,10 +159,14 @@ def check(
             try:
                 ref_mutated = _reference_effect(op, reference, sample, mutated)
             except Exception as e:  # noqa: BLE001
-                fail("reference", f"the reference raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                fail("reference", f"the reference raised {_brief(e)}")
                 ref_mutated = None
             for name, got, want, orig in zip(
-                op.mutated_args, mutated, ref_mutated or (), op.mutated_in_call(original.args, original.kwargs), strict=False
+                op.mutated_args,
+                mutated,
+                ref_mutated or (),
+                op.mutated_in_call(original.args, original.kwargs),
+                strict=False,
             ):
                 if op.kind == "inplace" and _same(want, orig) is not None and _same(got, orig) is None:
                     fail("reference", f"the op did not change its input '{name}', but the reference does")
@@ -159,11 +181,13 @@ def check(
                 torch._dynamo.reset()
                 with torch.no_grad():
                     torch.compile(_call(op), fullgraph=True)(*comp.args, **comp.kwargs)
-                for name, got, want in zip(op.mutated_args, op.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True):
+                for name, got, want in zip(
+                    op.mutated_args, op.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True
+                ):
                     if (diff := _same(got, want)) is not None:
                         fail("compile", f"'{name}' differs from eager: {diff}")
             except Exception as e:  # noqa: BLE001
-                fail("compile", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                fail("compile", _brief(e))
 
         if export:
             stages_run += 1
@@ -171,15 +195,19 @@ def check(
             try:
                 _check_export(op, exp, mutated)
             except Exception as e:  # noqa: BLE001
-                fail("export", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+                fail("export", _brief(e))
 
     if failures:
-        raise AssertionError(f"tagged_ops.testing.check({op.qualname}): {len(failures)} failure(s)\n" + "\n".join(failures))
+        raise AssertionError(
+            f"{op.qualname}: tagged_ops.testing.check found {len(failures)} failure(s)\n" + "\n".join(failures)
+        )
     path = "native" if op.is_native else "fallback"
-    return f"tagged_ops.testing.check({op.qualname}): {len(samples)} samples, {stages_run} checks passed ({path} path)"
+    return f"{op.qualname}: tagged_ops.testing.check passed {stages_run} checks on {len(samples)} samples ({path} path)"
 
 
-def _reference_effect(op: TaggedOp, reference: Callable[..., Any], sample: Sample, mutated: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+def _reference_effect(
+    op: TaggedOp, reference: Callable[..., Any], sample: Sample, mutated: tuple[Tensor, ...]
+) -> tuple[Tensor, ...]:
     """What ``reference`` says the mutated tensors must hold after the call.
 
     A functional reference (returns a Tensor, a tuple of Tensors or NumPy arrays)
@@ -216,7 +244,10 @@ def _from_numpy(value: Any, *, like: Tensor) -> Tensor:
 
 
 def _expand(op: TaggedOp, sample: Sample, dtypes: Sequence[torch.dtype], devices: Sequence[str] | None) -> list[Sample]:
-    return [Sample(f"{sample.label}:{s.label}", s.args, s.kwargs) for s in variants(op, sample.args, sample.kwargs, dtypes=dtypes, devices=devices)]
+    return [
+        Sample(f"{sample.label}:{s.label}", s.args, s.kwargs)
+        for s in variants(op, sample.args, sample.kwargs, dtypes=dtypes, devices=devices)
+    ]
 
 
 def _call(op: TaggedOp) -> Callable[..., Any]:

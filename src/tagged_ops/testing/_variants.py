@@ -23,7 +23,9 @@ class Sample:
 
     def clone(self) -> Sample:
         """A deep copy that keeps every tensor's layout (strides, storage offset)."""
-        return Sample(self.label, _map(self.args, _clone_layout), {k: _map_one(v, _clone_layout) for k, v in self.kwargs.items()})
+        return Sample(
+            self.label, _map(self.args, _clone_layout), {k: _map_one(v, _clone_layout) for k, v in self.kwargs.items()}
+        )
 
 
 def default_devices() -> list[str]:
@@ -121,4 +123,8 @@ def variants(
             def cast(t: Tensor, dtype: torch.dtype = dtype) -> Tensor:
                 return t.to(dtype) if t.is_floating_point() else t
 
-            yield Sample(f"{device}/{str(dtype).removeprefix('torch.')}", _map(base_args, cast), {k: _map_one(v, cast) for k, v in base_kwargs.items()})
+            yield Sample(
+                f"{device}/{str(dtype).removeprefix('torch.')}",
+                _map(base_args, cast),
+                {k: _map_one(v, cast) for k, v in base_kwargs.items()},
+            )

@@ -102,7 +102,9 @@ def torch_matrix(
         session_name = f"{name}-{release}" + ("-fallback" if forced else "")
         names.append(session_name)
 
-        @nox.session(name=session_name, python=python(release), venv_backend="uv", reuse_venv=False, tags=["torch-matrix", *tags])
+        @nox.session(
+            name=session_name, python=python(release), venv_backend="uv", reuse_venv=False, tags=["torch-matrix", *tags]
+        )
         def run(session: nox.Session) -> None:
             try:
                 install_torch(session, release, *deps)
@@ -118,7 +120,9 @@ def torch_matrix(
                 if prune or env_flag("TAGGED_OPS_PRUNE_ENVS"):
                     shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
-        run.__doc__ = f"The suite on torch {release}" + (" with the fallback forced (--tagged-ops-fallback)." if forced else ".")
+        run.__doc__ = f"The suite on torch {release}" + (
+            " with the fallback forced (--tagged-ops-fallback)." if forced else "."
+        )
 
     for release in releases:
         declare(release, forced=False)

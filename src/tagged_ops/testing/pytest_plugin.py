@@ -24,8 +24,12 @@ from .._switches import FALLBACK_ENV_VAR, REQUIRE_CUDA_ENV_VAR, env_flag
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tagged_ops")
-    group.addoption("--tagged-ops-require-cuda", action="store_true", help="fail, rather than skip, CUDA tests without a GPU")
-    group.addoption("--tagged-ops-fallback", action="store_true", help=f"set {FALLBACK_ENV_VAR}=1 before test modules are imported")
+    group.addoption(
+        "--tagged-ops-require-cuda", action="store_true", help="fail, rather than skip, CUDA tests without a GPU"
+    )
+    group.addoption(
+        "--tagged-ops-fallback", action="store_true", help=f"set {FALLBACK_ENV_VAR}=1 before test modules are imported"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
