@@ -9,17 +9,19 @@ For the sin ops on a 1-element CPU tensor, in one process:
   (same path), with a hand-written Python kernel, called through ``torch.ops``;
   and ATen's ``sin_``.
 
-Prints microseconds per call, the ratio tagged_ops / custom_op (target <= 0.5), and
+Prints the best microseconds per call, and the median over 15 interleaved rounds of the
+per-round ratio tagged_ops / custom_op (target <= 0.5) and
 the ratio tagged_ops / raw op of the same schema per kind (target <= 1.25).
 ``--json FILE`` also writes the numbers for compat_matrix.md.
 
-    python benchmarks/eager_overhead.py [--calls 20000] [--repeat 5] [--json out.json]
+    python benchmarks/eager_overhead.py [--calls 10000] [--rounds 15] [--json out.json]
 """
 
 import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from typing import Any, Callable
@@ -34,14 +36,25 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tests._lowering import raw_untagged  # noqa: E402  (the hand-written untagged op, shared with the tests)
 
 
-def _best_per_call(fn: Callable[[], object], calls: int, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+def _interleaved(fns: "dict[str, Callable[[], object]]", calls: int, rounds: int) -> "dict[str, list[float]]":
+    """Per-call microseconds of each function, one timing per round, the functions taking turns.
+
+    Taking turns keeps drift on a shared machine (frequency, neighbours) out of the
+    ratios: each round's timings are side by side.
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return times
+
+
+def _ratio(times: "dict[str, list[float]]", a: str, b: str) -> float:
+    """Median over rounds of a's time / b's time in the same round."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
 
 
 def _custom_op_pair() -> "tuple[Callable[[Tensor], Tensor], Callable[[Tensor, Tensor], Tensor], str]":
@@ -119,7 +132,7 @@ def _library_define_floors(ops: Any, x: Tensor, o: Tensor) -> "tuple[Callable[[]
     return floors
 
 
-def measure(calls: int, repeat: int) -> dict[str, Any]:
+def measure(calls: int, rounds: int) -> dict[str, Any]:
     ops = define_sin_ops("bench_tagged")
     raw_inplace, raw_out, raw_label = _custom_op_pair()
     x = torch.randn(1)
@@ -135,35 +148,39 @@ def measure(calls: int, repeat: int) -> dict[str, Any]:
         floor_out,
     ):
         f()
-    us = {
-        "tagged_ops in-place": _best_per_call(lambda: ops.sin_(x), calls, repeat),
-        f"{raw_label} in-place": _best_per_call(lambda: raw_inplace(x), calls, repeat),
-        "Library.define in-place (same schema)": _best_per_call(floor_inplace, calls, repeat),
-        "tagged_ops out=": _best_per_call(lambda: ops.sin_out(x, out=o), calls, repeat),
-        f"{raw_label} out=": _best_per_call(lambda: raw_out(x, o), calls, repeat),
-        "Library.define out= (same schema)": _best_per_call(floor_out, calls, repeat),
-        "ATen sin_": _best_per_call(lambda: x.sin_(), calls, repeat),
-    }
+    times = _interleaved(
+        {
+            "tagged_ops in-place": lambda: ops.sin_(x),
+            f"{raw_label} in-place": lambda: raw_inplace(x),
+            "Library.define in-place (same schema)": floor_inplace,
+            "tagged_ops out=": lambda: ops.sin_out(x, out=o),
+            f"{raw_label} out=": lambda: raw_out(x, o),
+            "Library.define out= (same schema)": floor_out,
+            "ATen sin_": lambda: x.sin_(),
+        },
+        calls,
+        rounds,
+    )
     return {
         "torch": torch.__version__,
         "path": "native" if ops.sin_.is_native else "fallback",
         "baseline": raw_label,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "us_per_call": {k: round(v, 2) for k, v in us.items()},
-        "ratio_inplace": round(us["tagged_ops in-place"] / us[f"{raw_label} in-place"], 3),
-        "ratio_out": round(us["tagged_ops out="] / us[f"{raw_label} out="], 3),
-        "ratio_inplace_floor": round(us["tagged_ops in-place"] / us["Library.define in-place (same schema)"], 3),
-        "ratio_out_floor": round(us["tagged_ops out="] / us["Library.define out= (same schema)"], 3),
+        "us_per_call": {k: round(min(v), 2) for k, v in times.items()},
+        "ratio_inplace": round(_ratio(times, "tagged_ops in-place", f"{raw_label} in-place"), 3),
+        "ratio_out": round(_ratio(times, "tagged_ops out=", f"{raw_label} out="), 3),
+        "ratio_inplace_floor": round(_ratio(times, "tagged_ops in-place", "Library.define in-place (same schema)"), 3),
+        "ratio_out_floor": round(_ratio(times, "tagged_ops out=", "Library.define out= (same schema)"), 3),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=10000)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    result = measure(args.calls, args.repeat)
+    result = measure(args.calls, args.rounds)
     print(f"torch {result['torch']}, tagged_ops path: {result['path']}, baseline: {result['baseline']}")
     for name, value in result["us_per_call"].items():
         print(f"  {name:40s} {value:8.2f} us/call")

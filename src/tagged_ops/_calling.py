@@ -153,7 +153,7 @@ def make_handle_call(
     autograd_call: Callable[..., None],
     compiled_call: Callable[..., None],
 ) -> Callable[..., Any]:
-    """The handle's call: user's signature in, the mutated tensor(s) out.
+    """The handle's ``__call__``: the handle and the user's signature in, the mutated tensor(s) out.
 
     Generated with the user's parameter list, so Python binds the arguments (and
     its TypeError names the op). Eager calls go straight to the C++ entry point
@@ -172,8 +172,8 @@ def make_handle_call(
     )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
-    source = (
-        f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
+    source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
+        f"def _generated(_tagged_ops_handle, /, {_param_list(sig, sig.params, exprs)}):\n"
         f"    if _compiling():\n"
         f"        _compiled_call({args})\n"
         f"    elif _grad_enabled() and ({requires_grad}):\n"
@@ -224,6 +224,7 @@ def make_kernel_adapter(
         _grad_enabled=torch.is_grad_enabled,
         _any_requires_grad=caps.any_requires_grad,
         _bump=caps.increment_version(),
+        _bump_one=torch._C._increment_version,
         _same_tensor=_same_tensor,
     )
     # Schema order may put out buffers behind defaulted parameters; give them a
@@ -253,6 +254,9 @@ def make_kernel_adapter(
             lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
         lines.append("        raise _error()")
     if grad_error is not None:
-        lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
+        if caps.increment_version() is torch._C._increment_version:
+            lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
+        else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
+            lines += [f"    _bump_one({p.name})" for p in sig.mutated]
     lines.append(f"    return {result if returns else 'None'}")
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)
