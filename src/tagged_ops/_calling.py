@@ -113,31 +113,25 @@ def make_compiled_call(
     target, target_order = (op, schema_order) if lowering is None else lowering
     target_args = _call_args(target_order)
     call_target = _forwarder(sig, schema_order, f"_target({target_args})", _target=target)
-    exporting = None if lowering is None else caps.is_exporting
-    if functional is None:
-        twin_needed = twin_for_views = None
-    else:
-        # ``functional`` is the twin of ``target``: same argument order.
+    exporting = caps.is_exporting if lowering is not None else lambda: False
+    if functional is not None:  # the twin of ``target``: same argument order
         twin_needed = caps.assume_constant_result(functional.needed)
         twin_for_views = caps.assume_constant_result(functional.needed_for_views)
         call_twin = _forwarder(sig, schema_order, f"return _twin({target_args})", _twin=functional.op)
         mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
 
     def compiled_call(*args: Any, **kwargs: Any) -> None:
-        if exporting is not None and exporting():
+        if exporting():
             op(*args, **kwargs)
             return
-        if twin_needed is not None and twin_for_views is not None:
+        if functional is not None:
             mutated = mutated_of(*args, **kwargs)
             use_twin = twin_needed()
-            if not use_twin and twin_for_views():
-                for t in mutated:
-                    if t._base is not None:
-                        use_twin = True
+            for t in mutated:
+                use_twin = use_twin or (t._base is not None and twin_for_views())
             if use_twin:
                 results = call_twin(*args, **kwargs)
-                if len(mutated) == 1:
-                    results = (results,)
+                results = (results,) if len(mutated) == 1 else results
                 for i in range(len(mutated)):
                     mutated[i].copy_(results[i])
                 return

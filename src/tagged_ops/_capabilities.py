@@ -21,28 +21,6 @@ from typing import Any, Callable, Mapping
 import torch
 from torch._library.utils import parse_namespace
 
-__all__ = [
-    "ANY_REQUIRES_GRAD_IN_CPP",
-    "INFER_SCHEMA_TAKES_TAGS",
-    "NATIVE_TAGS",
-    "SCHEMA_DEFAULTS_SURVIVE_FUNCTIONALIZATION",
-    "SUPPORTED_PARAM_TYPES",
-    "any_requires_grad",
-    "assume_constant_result",
-    "compiler_lowers_mutable_ops",
-    "compiler_lowers_mutated_views",
-    "destroy_library",
-    "has_custom_op_method",
-    "increment_version",
-    "is_dynamo_compiling",
-    "is_exporting",
-    "opcheck",
-    "opcheck_accepts_tolerances",
-    "parse_return",
-    "refresh_packet",
-    "register_fake",
-]
-
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
     try:

@@ -35,14 +35,11 @@ _FALLBACK_CACHE_MARK = "tagged_ops-fallback"
 
 
 def separate_fallback_compile_caches() -> None:
-    """Keep code compiled for forced-fallback ops out of the native ops' cache entries.
+    """Give forced-fallback processes compile-cache keys of their own.
 
-    Inductor's on-disk caches key a graph by its text, which names the op
-    (``torch.ops.ns.name.default``) but not its schema. On a torch with native
-    tags, the same name compiled once tagged and once untagged (forced fallback)
-    would share an entry, and the second program would run the first one's code
-    (2.13: ``TypeError: expected Tensor() for op``). The compile cache key tag
-    is part of every such key, so forced-fallback processes get their own.
+    Inductor's on-disk caches key a graph by its text, which names the op but not
+    its schema: the same name compiled tagged and untagged would share an entry
+    (2.13: ``TypeError: expected Tensor() for op``). The cache key tag is in every key.
     """
     config = getattr(torch.compiler, "config", None)
     tag = getattr(config, "cache_key_tag", None)

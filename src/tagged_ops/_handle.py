@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar, overload
 
 import torch
 
@@ -23,7 +23,21 @@ from ._switches import fallback_forced
 __all__ = ["TaggedOp", "define_inplace", "define_out", "is_native"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-DeviceTypes = str | Sequence[str] | None
+Fn = Callable[..., Any]
+Mutates = str | Iterable[str] | None
+Devices = str | Sequence[str] | None
+
+if TYPE_CHECKING:
+    from typing_extensions import TypedDict, Unpack
+
+    class Options(TypedDict, total=False):
+        """The keyword arguments of ``define_inplace`` / ``define_out``."""
+
+        mutates_args: Mutates
+        device_types: Devices
+        schema: str | None
+
+    Decorator = Callable[[Fn], "TaggedOp"]
 
 # qualified name -> current definition, and the live handles that follow it
 _CURRENT: dict[str, Registration] = {}
@@ -131,7 +145,7 @@ class TaggedOp:
 
     # -- registrations, mirroring torch.library.CustomOpDef ----------------------
 
-    def register_kernel(self, device_types: DeviceTypes, fn: Callable[..., Any] | None = None, /) -> Any:
+    def register_kernel(self, device_types: Devices, fn: Callable[..., Any] | None = None, /) -> Any:
         """Register the kernel for ``device_types`` ("cpu", "cuda", ...), as ``CustomOpDef.register_kernel``."""
 
         def inner(f: F) -> F:
@@ -234,7 +248,7 @@ class TaggedOp:
                 reg = reg.lowering
 
 
-def _device_list(device_types: DeviceTypes) -> list[str | None]:
+def _device_list(device_types: Devices) -> list[str | None]:
     if device_types is None or isinstance(device_types, str):
         return [device_types]
     return list(device_types)
@@ -249,8 +263,8 @@ def _define(
     kind: Kind,
     name: str,
     fn: Callable[..., Any],
-    mutates_args: str | Iterable[str] | None,
-    device_types: DeviceTypes,
+    mutates_args: Mutates,
+    device_types: Devices,
     schema: str | None,
 ) -> TaggedOp:
     sig = define_signature(fn, name, kind, mutates_args, schema)
@@ -283,32 +297,16 @@ def _define(
 
 
 @overload
-def define_inplace(
-    name: str,
-    fn: None = None,
-    /,
-    *,
-    mutates_args: str | Iterable[str] | None = ...,
-    device_types: DeviceTypes = ...,
-    schema: str | None = ...,
-) -> Callable[[Callable[..., Any]], TaggedOp]: ...
+def define_inplace(name: str, fn: None = None, /, **options: Unpack[Options]) -> Decorator: ...
 @overload
+def define_inplace(name: str, fn: Fn, /, **options: Unpack[Options]) -> TaggedOp: ...
 def define_inplace(
     name: str,
-    fn: Callable[..., Any],
+    fn: Fn | None = None,
     /,
     *,
-    mutates_args: str | Iterable[str] | None = ...,
-    device_types: DeviceTypes = ...,
-    schema: str | None = ...,
-) -> TaggedOp: ...
-def define_inplace(
-    name: str,
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    mutates_args: str | Iterable[str] | None = None,
-    device_types: DeviceTypes = None,
+    mutates_args: Mutates = None,
+    device_types: Devices = None,
     schema: str | None = None,
 ) -> Any:
     """Define an in-place op: it mutates its first positional Tensor and returns it.
@@ -336,32 +334,16 @@ def define_inplace(
 
 
 @overload
-def define_out(
-    name: str,
-    fn: None = None,
-    /,
-    *,
-    mutates_args: str | Iterable[str] | None = ...,
-    device_types: DeviceTypes = ...,
-    schema: str | None = ...,
-) -> Callable[[Callable[..., Any]], TaggedOp]: ...
+def define_out(name: str, fn: None = None, /, **options: Unpack[Options]) -> Decorator: ...
 @overload
+def define_out(name: str, fn: Fn, /, **options: Unpack[Options]) -> TaggedOp: ...
 def define_out(
     name: str,
-    fn: Callable[..., Any],
+    fn: Fn | None = None,
     /,
     *,
-    mutates_args: str | Iterable[str] | None = ...,
-    device_types: DeviceTypes = ...,
-    schema: str | None = ...,
-) -> TaggedOp: ...
-def define_out(
-    name: str,
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    mutates_args: str | Iterable[str] | None = None,
-    device_types: DeviceTypes = None,
+    mutates_args: Mutates = None,
+    device_types: Devices = None,
     schema: str | None = None,
 ) -> Any:
     """Define an out= op: it writes keyword-only out buffers and returns them.
