@@ -30,6 +30,7 @@ AREAS = {
     "test_annotations": "eager",
     "test_redefinition": "eager",
     "test_parity": "eager",
+    "test_main_job": "eager",
     "test_sin_opcheck": "opcheck",
     "test_compile": "compile",
     "test_cache_switch": "compile",
@@ -58,6 +59,7 @@ class ResultsRecorder:
         self.counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
         self.failures: list[str] = []
         self.skip_reasons: dict[str, int] = defaultdict(int)
+        self.paths: dict[str, Any] | None = None
 
     @staticmethod
     def _classify(item: pytest.Item) -> tuple[str, str]:
@@ -75,8 +77,11 @@ class ResultsRecorder:
         outcome.get_result().user_properties.append((_AREA_PATH, (area, path)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        if "tagged_ops_paths" in properties:  # tests/test_main_job.py ran the self-check on every path
+            self.paths = properties["tagged_ops_paths"]
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            area, path = dict(report.user_properties).get(_AREA_PATH, ("other", "any"))
+            area, path = properties.get(_AREA_PATH, ("other", "any"))
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome
             self.counts[area][path][outcome] += 1
             if report.outcome == "failed":
@@ -116,7 +121,7 @@ class ResultsRecorder:
             "cuda_available": torch.cuda.is_available(),
             "native_tags": tagged_ops.NATIVE_TAGS,
             "fallback_forced": env_flag(tagged_ops.FALLBACK_ENV_VAR),
-            "paths": describe_paths(),
+            "paths": self.paths if self.paths is not None else describe_paths(),  # a run without that test
             "areas": {a: {p: dict(c) for p, c in paths.items()} for a, paths in sorted(self.counts.items())},
             "failures": self.failures,
             "skip_reasons": dict(self.skip_reasons),

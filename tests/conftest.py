@@ -67,6 +67,18 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 
 @pytest.fixture
+def sets_the_fallback_switch_itself() -> None:
+    """For tests whose subprocesses get ``TAGGED_OPS_FALLBACK`` set or unset by the test itself.
+
+    Their commands and environments do not depend on the run's switch, so a run
+    started with the fallback forced would repeat the regular run's subprocesses
+    exactly; it skips them, saying so.
+    """
+    if _FORCED_AT_START:
+        pytest.skip(f"sets {FALLBACK_ENV_VAR} for its own subprocesses: the run without it forced runs the same ones")
+
+
+@pytest.fixture
 def ns() -> str:
     """A fresh op namespace, so tests never see each other's definitions."""
     return f"tagged_ops_test{next(_counter)}"

@@ -19,6 +19,7 @@ from tagged_ops._switches import FALLBACK_ENV_VAR
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "classic_port"
 
 
+@pytest.mark.usefixtures("sets_the_fallback_switch_itself")
 @pytest.mark.parametrize("variant", ["before", "after"])
 def test_existing_call_forms_keep_working(path: str, variant: str) -> None:
     if variant == "before" and path == "native":
