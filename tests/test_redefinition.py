@@ -140,3 +140,32 @@ def test_failed_redefinition_leaves_old_handles_safe(path: str, ns: str) -> None
 def _neg_(x: Tensor) -> Tensor:
     x.neg_()
     return x
+
+
+@pytest.mark.parametrize("failing", ["functional twin", "handle call"])
+def test_definition_failing_midway_leaves_every_name_free(
+    path: str, ns: str, failing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A definition that fails after its op is registered removes what it registered, helpers included."""
+    from tagged_ops import _capabilities, _registration
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("broken on purpose")
+
+    if failing == "functional twin":  # after the twin's own schema is defined
+        register_fake = _capabilities.register_fake
+
+        def maybe_broken(lib: torch.library.Library, qualname: str, fn: object) -> None:
+            (broken if qualname.endswith("__functional") else register_fake)(lib, qualname, fn)
+
+        monkeypatch.setattr(_capabilities, "register_fake", maybe_broken)
+    else:
+        monkeypatch.setattr(_registration, "make_handle_call", broken)
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        _define(ns, "sin_")
+    assert not hasattr(getattr(torch.ops, ns), "apply_")
+    monkeypatch.undo()
+    op = _define(ns, "neg_")  # every name is free again: no "registered multiple times"
+    x = torch.ones(2)
+    assert op(x) is x and torch.equal(x, -torch.ones(2))
+    torch.testing.assert_close(torch.compile(op, fullgraph=True)(torch.ones(2)), -torch.ones(2))

@@ -47,7 +47,11 @@ class FunctionalTwin:
         self._order = schema_order
         self._lib: Library | None = None
         self.op: Any = None
-        self._define()
+        try:
+            self._define()
+        except Exception:
+            self.destroy()  # leave the twin's name free for the next definition
+            raise
 
     @staticmethod
     def needed() -> bool:
@@ -91,12 +95,11 @@ class FunctionalTwin:
         def fake(*args: Any, **kwargs: Any) -> Any:
             return run_on_fresh(torch.empty_like, op_fake, args, kwargs)
 
-        lib = Library(sig.namespace, "FRAGMENT")
+        self._lib = lib = Library(sig.namespace, "FRAGMENT")
         lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
         lib.impl(name, kernel, "CompositeExplicitAutograd")
         lib.impl(name, fallthrough_kernel, "Autograd")
         caps.register_fake(lib, f"{sig.namespace}::{name}", fake)
-        self._lib = lib
         self.op = lookup_op(sig.namespace, name)
 
     def destroy(self) -> None:

@@ -32,17 +32,12 @@ LOWERING_SUFFIX = "__untagged"
 
 def register_native(sig: OpSignature) -> Registration:
     tag = torch.Tag.inplace if sig.kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
-    lowering = register_fallback(sig, opname=helper_name(sig.name, LOWERING_SUFFIX))
-    try:
-        return Registration(
-            sig,
-            opname=sig.name,
-            schema=sig.native_schema(),
-            schema_order=sig.params,
-            tags=(tag,),
-            returns=True,
-            lowering=lowering,
-        )
-    except Exception:
-        lowering.destroy()
-        raise
+    return Registration(
+        sig,
+        opname=sig.name,
+        schema=sig.native_schema(),
+        schema_order=sig.params,
+        tags=(tag,),
+        returns=True,
+        lowering=register_fallback(sig, opname=helper_name(sig.name, LOWERING_SUFFIX)),  # destroyed with it
+    )

@@ -90,13 +90,22 @@ class Registration:
         self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
         self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
+        self._kernel_libs: dict[str, Library] = {}
+        self.functional: FunctionalTwin | None = None
         self.lib = Library(sig.namespace, "FRAGMENT")
+        try:
+            self._register(schema, tags)
+        except Exception:
+            self.destroy()  # leave the name, and its helpers' names, free for the next definition
+            raise
+
+    def _register(self, schema: str, tags: Sequence[Any]) -> None:
+        sig, opname, lowering = self.sig, self.opname, self.lowering
         self.lib.define(f"{opname}{schema[schema.index('(') :]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
         caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
-        self._kernel_libs: dict[str, Library] = {}
         self._fake: Callable[..., Any] = make_kernel_adapter(
-            sig, lambda *a, **k: None, self.schema_order, returns=returns, identity_error=None
+            sig, lambda *a, **k: None, self.schema_order, returns=self.returns, identity_error=None
         )
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
@@ -104,7 +113,8 @@ class Registration:
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
-        self.functional = None if tags else FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
+        if not tags:
+            self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
         compiled_call = make_compiled_call(
             sig,
             self.op,
@@ -222,4 +232,5 @@ class Registration:
         # schema (native <-> fallback) must not see the old one.
         cache = getattr(torch.fx.operator_schemas, "_SCHEMA_TO_SIGNATURE_CACHE", None)
         if isinstance(cache, dict):
-            cache.pop((self.op._schema.name, self.op._schema.overload_name), None)
+            packet, _, overload = self.opname.partition(".")
+            cache.pop((f"{self.sig.namespace}::{packet}", overload), None)
