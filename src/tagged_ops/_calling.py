@@ -30,7 +30,7 @@ def _same_tensor(a: Any, b: torch.Tensor) -> bool:
     return a is b or (isinstance(a, torch.Tensor) and a._cdata == b._cdata)
 
 
-def _param_list(sig: OpSignature, order: Sequence[Param], defaults: dict[str, str]) -> str:
+def _param_list(order: Sequence[Param], defaults: dict[str, str]) -> str:
     return join_params(order, lambda p: f"{p.name}={defaults[p.name]}" if p.name in defaults else p.name)
 
 
@@ -167,7 +167,7 @@ def make_handle_call(
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
-        f"def _generated(_tagged_ops_handle, /, {_param_list(sig, sig.params, exprs)}):\n"
+        f"def _generated(_tagged_ops_handle, /, {_param_list(sig.params, exprs)}):\n"
         f"    if _compiling():\n"
         f"        _compiled_call({args})\n"
         f"    elif _grad_enabled() and ({requires_grad}):\n"
@@ -187,7 +187,7 @@ def make_binder(
     positional = [p.name for p in schema_order if not p.keyword_only]
     keywords = [p.name for p in schema_order if p.keyword_only]
     source = (
-        f"def _generated({_param_list(sig, sig.params, exprs)}):\n"
+        f"def _generated({_param_list(sig.params, exprs)}):\n"
         f"    return ({''.join(n + ', ' for n in positional)}), {{{', '.join(repr(n) + ': ' + n for n in keywords)}}}\n"
     )
     return generate(sig, source, ns, sig.qualname)
@@ -232,7 +232,7 @@ def make_kernel_adapter(
         elif seen_default:
             exprs[p.name] = "_REQUIRED"
     result = _result(sig)
-    lines = [f"def _generated({_param_list(sig, schema_order, exprs)}):"]
+    lines = [f"def _generated({_param_list(schema_order, exprs)}):"]
     if grad_error is not None:
         requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
         lines += [f"    if _grad_enabled() and ({requires_grad}):", "        raise _grad_error()"]

@@ -246,12 +246,8 @@ is_dynamo_compiling: Callable[[], bool] = (
     or torch._utils.is_compiling  # 2.2: the one Dynamo constant-folds there
 )
 
-_is_exporting: Callable[[], bool] | None = getattr(torch.compiler, "is_exporting", None)
-
-
-def is_exporting() -> bool:
-    """True while ``torch.export`` traces; False where torch cannot tell us."""
-    return bool(_is_exporting()) if _is_exporting is not None else False
+#: True while ``torch.export`` traces; False where torch cannot tell us.
+is_exporting: Callable[[], bool] = getattr(torch.compiler, "is_exporting", lambda: False)
 
 
 #: Mark a no-argument function so that Dynamo calls it while tracing and treats

@@ -8,8 +8,10 @@ inputs. The test suite and the self-check both use them.
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 import traceback
+import unittest.mock
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -79,28 +81,16 @@ def define_sin_ops(namespace: str = "tagged_ops_sin") -> SinOps:
 
 def describe_paths() -> dict[str, Any]:
     """For each path this torch offers: the schemas the sin ops get, and the self-check."""
-    import os
-
-    saved = os.environ.get(FALLBACK_ENV_VAR)
     described: dict[str, Any] = {}
-    try:
-        for path in ("native", "fallback") if caps.NATIVE_TAGS else ("fallback",):
-            if path == "fallback":
-                os.environ[FALLBACK_ENV_VAR] = "1"
-            else:
-                os.environ.pop(FALLBACK_ENV_VAR, None)
+    for path in ("native", "fallback") if caps.NATIVE_TAGS else ("fallback",):
+        with unittest.mock.patch.dict(os.environ, {FALLBACK_ENV_VAR: "1" if path == "fallback" else "0"}):
             ops = define_sin_ops("tagged_ops_describe")
-            described[path] = {
-                "schema_inplace": ops.sin_.schema.split("::", 1)[1],
-                "schema_out": ops.sin_out.schema.split("::", 1)[1],
-                "register_methods": registration_methods(),
-                "self_check": {name: "PASS" if ok else f"FAIL: {detail}" for name, ok, detail in self_check(ops)},
-            }
-    finally:
-        if saved is None:
-            os.environ.pop(FALLBACK_ENV_VAR, None)
-        else:
-            os.environ[FALLBACK_ENV_VAR] = saved
+        described[path] = {
+            "schema_inplace": ops.sin_.schema.split("::", 1)[1],
+            "schema_out": ops.sin_out.schema.split("::", 1)[1],
+            "register_methods": registration_methods(),
+            "self_check": {name: "PASS" if ok else f"FAIL: {detail}" for name, ok, detail in self_check(ops)},
+        }
     return described
 
 

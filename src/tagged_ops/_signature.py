@@ -132,13 +132,7 @@ class OpSignature:
     def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The objects a call in the user's form mutates, in declaration order."""
         positional = [p.name for p in self.params if not p.keyword_only]
-        found = []
-        for name in self.mutated_names:
-            if name in kwargs:
-                found.append(kwargs[name])
-            else:
-                found.append(args[positional.index(name)])
-        return tuple(found)
+        return tuple(kwargs[n] if n in kwargs else args[positional.index(n)] for n in self.mutated_names)
 
     def native_schema(self) -> str:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""

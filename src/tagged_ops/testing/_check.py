@@ -180,7 +180,7 @@ def check(
             try:
                 torch._dynamo.reset()
                 with torch.no_grad():
-                    torch.compile(_call(op), fullgraph=True)(*comp.args, **comp.kwargs)
+                    torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True)(*comp.args, **comp.kwargs)
                 for name, got, want in zip(
                     op.mutated_args, op.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True
                 ):
@@ -250,22 +250,12 @@ def _expand(op: TaggedOp, sample: Sample, dtypes: Sequence[torch.dtype], devices
     ]
 
 
-def _call(op: TaggedOp) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return op(*args, **kwargs)
-
-    return call
-
-
 def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
     """Export a module that holds the mutated tensors as buffers and takes the other tensors as inputs."""
-    names = op.mutated_args
     mutated_ids = {id(t) for t in op.mutated_in_call(sample.args, sample.kwargs)}
-    slots: list[tuple[str, Any]] = [("arg", i) for i in range(len(sample.args))] + [("kw", k) for k in sample.kwargs]
-    values = [sample.args[i] if kind == "arg" else sample.kwargs[i] for kind, i in slots]
+    values = [*sample.args, *sample.kwargs.values()]
     buffers = [v for v in values if isinstance(v, Tensor) and id(v) in mutated_ids]
     inputs = tuple(v for v in values if isinstance(v, Tensor) and id(v) not in mutated_ids)
-    n_buffers = len(buffers)
     # Where each call argument comes from, decided here: forward must stay traceable
     # and close over no tensor (strict export refuses that).
     plan: list[tuple[str, Any]] = []
@@ -275,6 +265,7 @@ def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) 
             plan.append(("buffer" if pool is buffers else "input", next(i for i, t in enumerate(pool) if t is v)))
         else:
             plan.append(("const", v))
+    n_args, keywords, n_buffers = len(sample.args), list(sample.kwargs), len(buffers)
 
     class Holder(torch.nn.Module):
         def __init__(self) -> None:
@@ -287,12 +278,10 @@ def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) 
                 getattr(self, f"mutated{i}") if kind == "buffer" else tensors[i] if kind == "input" else i
                 for kind, i in plan
             ]
-            args = tuple(c for (kind, _), c in zip(slots, call, strict=True) if kind == "arg")
-            kwargs = {i: c for (kind, i), c in zip(slots, call, strict=True) if kind == "kw"}
-            op(*args, **kwargs)
+            op(*call[:n_args], **dict(zip(keywords, call[n_args:], strict=True)))
             return tuple(getattr(self, f"mutated{i}").clone() for i in range(n_buffers))
 
     outputs = torch.export.export(Holder(), inputs).module()(*inputs)
-    for name, got, want in zip(names, outputs, eager_mutated, strict=True):
+    for name, got, want in zip(op.mutated_args, outputs, eager_mutated, strict=True):
         if (diff := _same(got, want)) is not None:
             raise AssertionError(f"'{name}' differs from eager: {diff}")

@@ -23,9 +23,16 @@ class Sample:
 
     def clone(self) -> Sample:
         """A deep copy that keeps every tensor's layout (strides, storage offset)."""
-        return Sample(
-            self.label, _map(self.args, _clone_layout), {k: _map_one(v, _clone_layout) for k, v in self.kwargs.items()}
-        )
+        return self.mapped("", _clone_layout)
+
+    def mapped(self, change: str, fn: Callable[[Tensor], Tensor], *, only: set[str] | None = None) -> Sample:
+        """This call with ``fn`` applied to its Tensors (those of the keywords in ``only``, if given).
+
+        Labelled ``<label>/<change>``, or ``<label>`` for an empty ``change``.
+        """
+        args = self.args if only is not None else _map(self.args, fn)
+        kwargs = {k: _map_one(v, fn) if only is None or k in only else v for k, v in self.kwargs.items()}
+        return Sample(f"{self.label}/{change}" if change else self.label, args, kwargs)
 
 
 def default_devices() -> list[str]:
@@ -99,32 +106,15 @@ def variants(
         def on(t: Tensor, device: str = device) -> Tensor:
             return t.to(device)
 
-        base_args = _map(args, on)
-        base_kwargs = {k: _map_one(v, on) for k, v in kwargs.items()}
-        yield Sample(f"{device}", base_args, base_kwargs)
-        yield Sample(
-            f"{device}/noncontiguous",
-            _map(base_args, noncontiguous),
-            {k: _map_one(v, noncontiguous) for k, v in base_kwargs.items()},
-        )
-        yield Sample(
-            f"{device}/storage-offset",
-            _map(base_args, with_storage_offset),
-            {k: _map_one(v, with_storage_offset) for k, v in base_kwargs.items()},
-        )
+        base = Sample(device, tuple(args), kwargs).mapped("", on)
+        yield base
+        yield base.mapped("noncontiguous", noncontiguous)
+        yield base.mapped("storage-offset", with_storage_offset)
         if outs:
-            yield Sample(
-                f"{device}/noncontiguous-out",
-                base_args,
-                {k: (_map_one(v, noncontiguous) if k in outs else v) for k, v in base_kwargs.items()},
-            )
+            yield base.mapped("noncontiguous-out", noncontiguous, only=outs)
         for dtype in dtypes:
 
             def cast(t: Tensor, dtype: torch.dtype = dtype) -> Tensor:
                 return t.to(dtype) if t.is_floating_point() else t
 
-            yield Sample(
-                f"{device}/{str(dtype).removeprefix('torch.')}",
-                _map(base_args, cast),
-                {k: _map_one(v, cast) for k, v in base_kwargs.items()},
-            )
+            yield base.mapped(str(dtype).removeprefix("torch."), cast)
