@@ -38,25 +38,12 @@ import nox
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT / "src"))  # the matrix helpers we ship to users; they import without torch
+sys.path.insert(0, str(ROOT / "tools"))
+from compat_matrix import RELEASES  # noqa: E402 - one list of releases: the compat matrix's rows
+
 from tagged_ops._switches import env_flag  # noqa: E402
 from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
 
-RELEASES = [
-    "2.2.2",
-    "2.3.1",
-    "2.4.1",
-    "2.5.1",
-    "2.6.0",
-    "2.7.1",
-    "2.8.0",
-    "2.9.1",
-    "2.10.0",
-    "2.11.0",
-    "2.12.1",
-    "2.13.0",
-    "2.14.1",
-    "2.15.0",
-]
 CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
 # Every release runs on one Python (3.11 where nothing else is asked); these two carry the
 # matrix's Python edges: the oldest Python we claim, and the newest this machine has.
