@@ -52,6 +52,21 @@ def test_variants_keep_values_and_change_layout(path: str, ns: str) -> None:
     )
 
 
+def test_sample_mapped_changes_tensors_and_says_so_in_its_label() -> None:
+    """``Sample.mapped``: your own variant of a call, as ``variants`` makes its own."""
+    from tagged_ops.testing import Sample
+
+    x, idx, out = torch.randn(2, 3), [torch.ones(2), torch.zeros(2)], torch.empty(2, 3)
+    sample = Sample("cpu", (x, idx, 2), {"out": out, "alpha": 0.5})
+    doubled = sample.mapped("doubled", lambda t: t * 2)
+    assert doubled.label == "cpu/doubled" and doubled.args[2] == 2 and doubled.kwargs["alpha"] == 0.5
+    torch.testing.assert_close(doubled.args[0], x * 2)
+    assert isinstance(doubled.args[1], list) and torch.equal(doubled.args[1][0], 2 * torch.ones(2))
+    outs_only = sample.mapped("noncontiguous-out", noncontiguous, only={"out"})
+    assert outs_only.args[0] is x and not outs_only.kwargs["out"].is_contiguous()
+    assert sample.mapped("", lambda t: t).label == "cpu" and sample.args[0] is x  # the original is untouched
+
+
 def test_check_passes_a_good_op_and_summarizes(path: str, ns: str) -> None:
     @tagged_ops.define_out(f"{ns}::sin_out")
     def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
