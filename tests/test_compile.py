@@ -1,7 +1,13 @@
-"""Contract 8: torch.compile(fullgraph=True) never breaks the graph, and matches eager."""
+"""Contract 8: torch.compile matches eager, under autograd too; fullgraph=True never breaks the graph.
+
+The one graph break: an in-place call under autograd (an argument requires grad),
+which runs outside the graph so that a backward through it raises as in eager.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Callable
 
 import pytest
@@ -100,3 +106,137 @@ def test_numpy_kernels_compile(ops: SinOps) -> None:
 
 def test_is_native_matches_path(ops: SinOps, path: str) -> None:
     assert tagged_ops.is_native(ops.sin_) == (path == "native")
+
+
+# -- under autograd: compiled code raises where eager raises ------------------------
+
+BACKWARD = "Trying to backward through"
+OUT_REFUSED = "sin_out(): functions with out=... arguments don't support automatic differentiation"
+
+
+def _inplace_under_autograd(ops: SinOps) -> dict[str, Callable[[Tensor], Tensor]]:
+    sin_ = ops.sin_
+
+    def intermediate(x: Tensor) -> Tensor:
+        y = x * 2
+        sin_(y)
+        return y * 3
+
+    def view_of_intermediate(x: Tensor) -> Tensor:
+        y = x * 2
+        sin_(y[1:3])
+        return y * 3
+
+    def strided_view_of_intermediate(x: Tensor) -> Tensor:
+        y = x * 2
+        sin_(y[::2])
+        return y + 1
+
+    def result(x: Tensor) -> Tensor:
+        return sin_(x + 1) * 3
+
+    return {
+        "intermediate": intermediate,
+        "view-of-intermediate": view_of_intermediate,
+        "strided-view-of-intermediate": strided_view_of_intermediate,
+        "result": result,
+    }
+
+
+@pytest.mark.parametrize("pattern", ["intermediate", "view-of-intermediate", "strided-view-of-intermediate", "result"])
+def test_inplace_under_autograd_compiles_like_eager(ops: SinOps, pattern: str) -> None:
+    """Same values, and the backward through the mutation raises, compiled or not.
+
+    A graph cannot hold a backward that raises, so the call runs outside it (one
+    graph break, only where an argument requires grad): compiled code never
+    gives the silent wrong gradient that eager refuses.
+    """
+    fn = _inplace_under_autograd(ops)[pattern]
+    x = torch.randn(4, requires_grad=True)
+    expected = fn(x)
+    got = torch.compile(fn)(x)
+    torch.testing.assert_close(got, expected)
+    for result in (expected, got):
+        with pytest.raises(RuntimeError, match=re.escape(f"{BACKWARD} {ops.sin_.qualname}")):
+            result.sum().backward()
+    assert x.grad is None
+
+
+def test_inplace_under_autograd_poisons_the_mutated_tensor_when_compiled(path: str, ns: str) -> None:
+    @tagged_ops.define_inplace(f"{ns}::add_")
+    def add_(x: Tensor, y: Tensor) -> Tensor:
+        x.add_(y)
+        return x
+
+    def step(cache: Tensor, w: Tensor) -> Tensor:
+        add_(cache[1:], w * 2)  # e.g. a KV-cache write of values that require grad
+        return cache.sum()
+
+    w = torch.randn(3, requires_grad=True)
+    eager_cache, compiled_cache = torch.zeros(4), torch.zeros(4)
+    expected = step(eager_cache, w)
+    got = torch.compile(step)(compiled_cache, w)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(compiled_cache, eager_cache)
+    for result in (expected, got):
+        with pytest.raises(RuntimeError, match=re.escape(BACKWARD)):
+            result.backward()
+    assert w.grad is None
+
+
+def test_inplace_on_a_leaf_requiring_grad_is_refused_when_compiled(ops: SinOps) -> None:
+    x = torch.randn(3, requires_grad=True)
+    before = x.detach().clone()
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        torch.compile(lambda x: ops.sin_(x) * 2)(x)
+    assert torch.equal(x.detach(), before) and x._version == 0
+
+
+def test_inplace_under_autograd_with_fullgraph_says_why(ops: SinOps) -> None:
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        torch.compile(lambda x: ops.sin_(x * 2) * 3, fullgraph=True)(x)
+    if "reason" in inspect.signature(torch.compiler.disable).parameters:  # else Dynamo quotes no reason
+        assert f"{ops.sin_.qualname}: an in-place call under autograd runs outside the graph" in str(info.value)
+
+
+def test_inplace_without_grad_stays_in_one_graph(ops: SinOps) -> None:
+    """Only a call that would take eager's autograd path leaves the graph (fullgraph raises otherwise)."""
+    x = torch.randn(4, requires_grad=True)
+    compiled = torch.compile(lambda x: ops.sin_(x * 2) * 3, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), (x * 2).sin() * 3)
+    torch.testing.assert_close(compiled(x.detach()), (x.detach() * 2).sin() * 3)
+
+
+@pytest.mark.parametrize("how", ["handle", "torch.ops"])
+def test_out_under_autograd_is_refused_when_compiled_untouched(ops: SinOps, how: str) -> None:
+    sin_out = ops.sin_out
+
+    def fn(x: Tensor, o: Tensor) -> Tensor:
+        if how == "handle":
+            return sin_out(x * 2, out=o)
+        args, kwargs = sin_out.to_op_arguments(x * 2, out=o)
+        sin_out.opoverload(*args, **kwargs)
+        return o
+
+    x, o = torch.randn(3, requires_grad=True), torch.zeros(3)
+    with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED)):
+        fn(x, o)
+    with pytest.raises(Exception, match=re.escape(OUT_REFUSED)):
+        torch.compile(fn)(x, o)
+    assert torch.equal(o, torch.zeros(3)) and o._version == 0
+
+
+def test_out_under_autograd_is_refused_on_fake_tensors(ops: SinOps) -> None:
+    """As on 2.13, where the refusal comes before any kernel, fake ones included."""
+    sin_out = ops.sin_out
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        x, o = torch.randn(3, requires_grad=True), torch.empty(3)
+        with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED)):
+            sin_out(x, out=o)
+        args, kwargs = sin_out.to_op_arguments(x, out=o)
+        with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED)):
+            sin_out.opoverload(*args, **kwargs)
+        with torch.no_grad():
+            assert sin_out(x, out=o) is o

@@ -100,6 +100,7 @@ def make_compiled_call(
     *,
     lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
     functional: FunctionalTwin | None = None,
+    autograd_call: Callable[..., None] | None = None,
 ) -> Callable[..., None]:
     """What the handle does while Dynamo traces it, given the registered op's arguments.
 
@@ -107,8 +108,11 @@ def make_compiled_call(
     torch.export, which records the op users see) records that one instead (see
     ``_native.py``). Where the compiler cannot lower a mutating op (or a mutated
     view), it records the ``functional`` twin of the op it would otherwise record
-    and copies the twin's results in (see ``_functional.py``). The decisions are
-    plain Python, asked once per trace; only the argument forwarding is generated.
+    and copies the twin's results in (see ``_functional.py``). A call that would
+    take ``autograd_call`` in eager takes it here too, outside the graph (a graph
+    break): a compiled graph cannot make a backward through the mutation raise.
+    The decisions are plain Python, asked once per trace; only the argument
+    forwarding is generated.
     """
     target, target_order = (op, schema_order) if lowering is None else lowering
     target_args = _call_args(target_order)
@@ -120,9 +124,21 @@ def make_compiled_call(
         call_twin = _forwarder(sig, schema_order, f"return _twin({target_args})", _twin=functional.op)
         mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
 
+    eager_autograd_call = None
+    if autograd_call is not None:
+        eager_autograd_call = caps.disable(
+            autograd_call,
+            reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
+            "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
+            "or on tensors that do not require grad, to keep it in the graph.",
+        )
+
     def compiled_call(*args: Any, **kwargs: Any) -> None:
         if exporting():
             op(*args, **kwargs)
+            return
+        if eager_autograd_call is not None and torch.is_grad_enabled() and caps.any_requires_grad_py(*args, **kwargs):
+            eager_autograd_call(*args, **kwargs)
             return
         if functional is not None:
             mutated = mutated_of(*args, **kwargs)
@@ -144,7 +160,7 @@ def make_handle_call(
     sig: OpSignature,
     op: Callable[..., Any],
     schema_order: Sequence[Param],
-    autograd_call: Callable[..., None],
+    autograd_call: Callable[..., None] | None,
     compiled_call: Callable[..., None],
 ) -> Callable[..., Any]:
     """The handle's ``__call__``: the handle and the user's signature in, the mutated tensor(s) out.
@@ -152,7 +168,9 @@ def make_handle_call(
     Generated with the user's parameter list, so Python binds the arguments (and
     its TypeError names the op). Eager calls go straight to the C++ entry point
     (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
-    ``autograd_call``, and calls while Dynamo traces ``compiled_call``.
+    ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Without an
+    ``autograd_call``, the kernel's own refusal is the op's whole autograd
+    behaviour, and the handle does not ask the question a second time.
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -166,12 +184,14 @@ def make_handle_call(
     )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
+    autograd = ""  # out= ops: the kernel refuses, with 2.13's error
+    if autograd_call is not None:
+        autograd = f"    elif _grad_enabled() and ({requires_grad}):\n        _autograd_call({args})\n"
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
         f"def _generated(_tagged_ops_handle, /, {_param_list(sig.params, exprs)}):\n"
         f"    if _compiling():\n"
         f"        _compiled_call({args})\n"
-        f"    elif _grad_enabled() and ({requires_grad}):\n"
-        f"        _autograd_call({args})\n"
+        f"{autograd}"
         f"    else:\n"
         f"        _raw({args})\n"
         f"    return {_result(sig)}\n"
@@ -201,13 +221,15 @@ def make_kernel_adapter(
     returns: bool,
     identity_error: Callable[[], Exception] | None,
     grad_error: Callable[[], Exception] | None = None,
+    bump_versions: bool = False,
 ) -> Callable[..., Any]:
     """Registered op's argument form in, the user's function called in its own form.
 
     ``identity_error`` enforces 2.13's rule that a tagged kernel returns the very
     object(s) it mutated; ``returns`` says whether the registered op returns them
-    (native) or nothing (fallback). A real kernel (``grad_error`` given) refuses
-    to run under autograd and bumps the mutated tensors' version counters.
+    (native) or nothing (fallback). With ``grad_error`` it refuses to run under
+    autograd; with ``bump_versions`` (a real kernel) it bumps the mutated tensors'
+    version counters.
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -247,7 +269,7 @@ def make_kernel_adapter(
             checks = " and ".join(f"_same_tensor(_r[{i}], {n})" for i, n in enumerate(mutated))
             lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
         lines.append("        raise _error()")
-    if grad_error is not None:
+    if bump_versions:
         if caps.increment_version() is torch._C._increment_version:
             lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between

@@ -217,18 +217,17 @@ def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
 _any_requires_grad_c: Callable[..., bool] | None = getattr(torch._C, "_any_requires_grad", None)
 
 
-def _any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
+def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
+    """The backport, in plain Python: Dynamo traces it (not torch's C++ helper)."""
     for a in (*args, *kwargs.values()):
-        if isinstance(a, torch.Tensor):
-            if a.requires_grad:
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            if isinstance(t, torch.Tensor) and t.requires_grad:
                 return True
-        elif isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.requires_grad for t in a):
-            return True
     return False
 
 
 #: Whether any Tensor among the arguments requires grad.
-any_requires_grad: Callable[..., bool] = _any_requires_grad_c or _any_requires_grad_py
+any_requires_grad: Callable[..., bool] = _any_requires_grad_c or any_requires_grad_py
 
 #: Whether ``any_requires_grad`` is torch's C++ helper. Where it is not, generated
 #: calling code tests plain Tensor arguments inline instead: a Python helper call
@@ -253,6 +252,15 @@ is_exporting: Callable[[], bool] = getattr(torch.compiler, "is_exporting", lambd
 #: Mark a no-argument function so that Dynamo calls it while tracing and treats
 #: the result as a constant (instead of tracing into it).
 assume_constant_result: Callable[[Callable[[], Any]], Callable[[], Any]] = torch.compiler.assume_constant_result
+
+# -- torch.compiler.disable(fn, reason=...) ---------------------------------------
+
+_DISABLE_TAKES_REASON = _accepts_keyword(torch.compiler.disable, "reason")
+
+
+def disable(fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """``fn`` run outside any graph (a graph break); fullgraph errors quote ``reason`` where torch can."""
+    return torch.compiler.disable(fn, **({"reason": reason} if _DISABLE_TAKES_REASON else {}))
 
 
 # -- torch._higher_order_ops.auto_functionalize (2.2; lowered by Inductor from 2.3) --

@@ -8,9 +8,10 @@ Here a call makes one trip into Python, the backend kernel, which:
 
 * calls the user's function in its own argument form and enforces the 2.13
   identity rule (return the first argument / the out buffers);
-* refuses to run under autograd (grad mode on, an argument requires grad):
-  the handle takes those calls on a path of its own (``autograd_call``), so only
-  a direct ``torch.ops`` call ever gets this error, before anything is written;
+* refuses to run under autograd (grad mode on, an argument requires grad),
+  before anything is written. For out= ops that is 2.13's own error, whoever
+  calls; an in-place handle takes those calls on a path of its own
+  (``autograd_call``), so only a direct ``torch.ops`` call gets this error;
 * bumps every mutated tensor's version counter (a numpy kernel does not).
 
 The Autograd key is a fallthrough, so autograd adds nothing per call. The fake
@@ -104,25 +105,26 @@ class Registration:
         self.lib.define(f"{opname}{schema[schema.index('(') :]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
         caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
-        self._fake: Callable[..., Any] = make_kernel_adapter(
-            sig, lambda *a, **k: None, self.schema_order, returns=self.returns, identity_error=None
-        )
+        self._messages()
+        self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
         self.lib.impl(opname, fallthrough_kernel, "Autograd")
-        self._messages()
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
         if not tags:
             self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
+        # out=: the kernel's refusal is 2.13's error, so the handle need not ask first.
+        autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
             self.op,
             self.schema_order,
             lowering=None if lowering is None else (lowering.op, lowering.schema_order),
             functional=self.functional if lowering is None else lowering.functional,
+            autograd_call=autograd_call,
         )
-        self.call = make_handle_call(sig, self.op, self.schema_order, self.autograd_call, compiled_call)
+        self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call)
         self.bind = make_binder(sig, self.schema_order)
 
     # -- kernels -----------------------------------------------------------
@@ -139,6 +141,7 @@ class Registration:
             returns=self.returns,
             identity_error=self._identity_error(fn),
             grad_error=self._direct_grad_error,
+            bump_versions=True,
         )
         # Each kernel lives in a fragment of its own: replacing it destroys that
         # fragment first (older torch refuses a second Python kernel for a key).
@@ -152,7 +155,15 @@ class Registration:
     def set_fake(self, fn: Callable[..., Any]) -> None:
         if self.lowering is not None:
             self.lowering.set_fake(fn)
-        self._fake = make_kernel_adapter(self.sig, fn, self.schema_order, returns=self.returns, identity_error=None)
+        self._fake = self._fake_adapter(fn)
+
+    def _fake_adapter(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        # out=: refused under autograd on fake tensors too, so compiled code refuses as
+        # eager does (2.13 refuses in its autograd kernel, before any fake kernel runs).
+        grad_error = self._direct_grad_error if self.sig.kind == "out" else None
+        return make_kernel_adapter(
+            self.sig, fn, self.schema_order, returns=self.returns, identity_error=None, grad_error=grad_error
+        )
 
     def _fake_dispatch(self, *args: Any, **kwargs: Any) -> Any:
         return self._fake(*args, **kwargs)
@@ -173,35 +184,33 @@ class Registration:
 
     def _messages(self) -> None:
         sig = self.sig
-        self.out_grad_message = (
-            f"{sig.packet}(): functions with out=... arguments don't support automatic "
-            "differentiation, but one of the arguments requires grad."
-        )
         self.backward_message = (
             f"Trying to backward through {sig.qualname} but no autograd formula was registered. "
             "An in-place op (torch.Tag.inplace) cannot have one: call it on tensors that do not "
             "require grad, or under torch.no_grad()."
+        )
+        out = (  # 2.13's own error, for handle and direct calls alike
+            f"{sig.packet}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad."
         )
         direct = (
             f"{sig.qualname}: called through torch.ops with grad mode on and an argument that "
             "requires grad. Call it through its tagged_ops handle (which makes a backward through "
             "the mutated tensor raise), or under torch.no_grad()."
         )
-        self._direct_grad_message = self.out_grad_message if sig.kind == "out" else direct
+        self._direct_grad_message = out if sig.kind == "out" else direct
 
     def _direct_grad_error(self) -> Exception:
         return RuntimeError(self._direct_grad_message)
 
     def autograd_call(self, *args: Any, **kwargs: Any) -> None:
-        """The handle's path for calls under autograd, in the registered op's form.
+        """An in-place handle's path for calls under autograd, in the registered op's form.
 
-        out=: refused, as on 2.13. In-place: the op runs, and the mutated tensor is
-        put behind a node whose backward raises. Native 2.13 instead returns a view
-        and leaves the mutated tensor's history alone, so a backward through that
-        tensor is silently wrong; this never is.
+        The op runs, and the mutated tensor is put behind a node whose backward
+        raises. Native 2.13 instead returns a view and leaves the mutated tensor's
+        history alone, so a backward through that tensor is silently wrong; this
+        never is. (out= ops have no such path: their kernel refuses, as on 2.13.)
         """
-        if self.sig.kind == "out":
-            raise RuntimeError(self.out_grad_message)
         qualname = self.sig.qualname
         x = args[0]
         # ATen refuses these before mutating; so do we (native 2.13 lets them through).
