@@ -125,9 +125,9 @@ def make_compiled_call(
         mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
 
     eager_autograd_call = None
-    if autograd_call is not None:
+    if autograd_call is not None:  # named after the op: Dynamo's messages name the function
         eager_autograd_call = caps.disable(
-            autograd_call,
+            _forwarder(sig, schema_order, f"_autograd_call({_call_args(schema_order)})", _autograd_call=autograd_call),
             reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
             "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
             "or on tensors that do not require grad, to keep it in the graph.",
@@ -137,7 +137,12 @@ def make_compiled_call(
         if exporting():
             op(*args, **kwargs)
             return
-        if eager_autograd_call is not None and torch.is_grad_enabled() and caps.any_requires_grad_py(*args, **kwargs):
+        if (
+            eager_autograd_call is not None
+            and torch.is_grad_enabled()
+            and not caps.is_exporting()  # export keeps the op in its graph (the kernel refuses)
+            and caps.any_requires_grad_py(*args, **kwargs)
+        ):
             eager_autograd_call(*args, **kwargs)
             return
         if functional is not None:
