@@ -205,6 +205,23 @@ def test_keyword_only_tensor_of_an_inplace_op_is_custom_ops_not_implemented(path
     assert not hasattr(getattr(torch.ops, ns), "f_")
 
 
+@pytest.mark.parametrize("schema_type", ["Tensor?", "Tensor[]", "Tensor?[]", "Tensor[]?", "Tensor?[]?"])
+def test_every_keyword_only_tensor_type_of_an_inplace_op_is_refused(path: str, ns: str, schema_type: str) -> None:
+    # As 2.13's custom_op (torch._library.utils.has_kwarg_only_tensors): optional lists count too.
+    schema = f"(Tensor(a!) x, *, {schema_type} y=None) -> Tensor(a!)".replace("[] y=None", "[] y")
+    with pytest.raises(NotImplementedError, match=re.escape("custom_op with kwarg-only Tensor args.")):
+        tagged_ops.define_inplace(f"{ns}::f_", lambda x, *, y=None: x, schema=schema)
+    assert not hasattr(getattr(torch.ops, ns), "f_")
+
+
+def test_keyword_only_non_tensor_of_an_inplace_op_is_fine(path: str, ns: str) -> None:
+    op = tagged_ops.define_inplace(
+        f"{ns}::f_", lambda x, *, n=2: x.mul_(n), schema="(Tensor(a!) x, *, int n=2) -> Tensor(a!)"
+    )
+    x = torch.ones(2)
+    assert op(x, n=3) is x and torch.equal(x, torch.full((2,), 3.0))
+
+
 def test_keyword_only_tensor_that_is_not_an_out_buffer_is_fine(path: str, ns: str) -> None:
     def f_out(x: Tensor, *, out: Tensor, bias: Optional[Tensor] = None) -> Tensor:
         torch.add(x, 0 if bias is None else bias, out=out)

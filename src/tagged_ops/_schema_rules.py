@@ -159,9 +159,11 @@ def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, sch
 
 
 def _is_tensor_like(t: Any) -> bool:
-    # torch._library.utils.has_kwarg_only_tensors: Tensor, Tensor?, Tensor[], Tensor?[]
-    text = str(t)
-    return text in ("Tensor", "Optional[Tensor]", "List[Tensor]", "List[Optional[Tensor]]")
+    # 2.13's torch._library.utils.is_tensor_like_type / is_tensorlist_like_type (older releases
+    # miss Tensor[]?): Tensor, Tensor?, Tensor[], Tensor?[], and the last two optional
+    tensor = torch.TensorType.get()
+    lists = (torch.ListType(tensor), torch.ListType(torch.OptionalType(tensor)))
+    return t in (tensor, torch.OptionalType(tensor), *lists, *map(torch.OptionalType, lists))
 
 
 # -- torch.library.infer_schema(fn, mutates_args=, tags=) ----------------------------
