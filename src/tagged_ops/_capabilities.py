@@ -22,9 +22,9 @@ import torch
 from torch._library.utils import parse_namespace
 
 
-def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+def _accepts_keyword(fn: Callable[..., Any] | None, name: str) -> bool:
     try:
-        return name in inspect.signature(fn).parameters
+        return fn is not None and name in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
 
@@ -32,27 +32,21 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
 # -- torch.Tag.inplace / torch.Tag.out (2.13) ---------------------------------
 
 
-def _probe_infer_schema_takes_tags() -> bool:
-    tag = torch.Tag
-    if not (hasattr(tag, "inplace") and hasattr(tag, "out")):
-        return False
-    infer_schema = getattr(torch.library, "infer_schema", None)
-    return infer_schema is not None and _accepts_keyword(infer_schema, "tags")
-
-
 def _probe_native_tags() -> bool:
     # The 2.13 feature is three things at once: the two tags, tag-aware schema
     # inference, and tag-aware registration. Tag.out_variant (2.10-2.12) has none
     # of the semantics and must not count.
-    return _probe_infer_schema_takes_tags() and _accepts_keyword(torch.library.Library.define, "tags")
+    return (
+        hasattr(torch.Tag, "inplace")
+        and hasattr(torch.Tag, "out")
+        and _accepts_keyword(getattr(torch.library, "infer_schema", None), "tags")
+        and _accepts_keyword(torch.library.Library.define, "tags")
+    )
 
-
-#: ``torch.library.infer_schema(fn, mutates_args=, tags=torch.Tag.inplace | torch.Tag.out)``
-#: exists (2.13+): tagged_ops then infers schemas, and raises definition errors, through it.
-INFER_SCHEMA_TAKES_TAGS: bool = _probe_infer_schema_takes_tags()
 
 #: The installed torch has native tagged mutable custom ops (``torch.Tag.inplace``
-#: and ``torch.Tag.out`` with tag-aware schema inference and registration).
+#: and ``torch.Tag.out`` with tag-aware schema inference and registration). tagged_ops
+#: then infers schemas, and raises definition errors, through torch's own ``infer_schema``.
 NATIVE_TAGS: bool = _probe_native_tags()
 
 

@@ -41,14 +41,38 @@ class FunctionalTwin:
     def __init__(
         self, sig: OpSignature, op: Callable[..., Any], fake: Callable[..., Any], schema_order: tuple[Param, ...]
     ) -> None:
-        self._sig = sig
-        self._op = op  # the registered (mutating) op, which the twin runs on fresh tensors
-        self._fake = fake  # the op's fake kernel (the user's, if registered): its checks still run
-        self._order = schema_order
-        self._lib: Library | None = None
+        """``op`` is the registered (mutating) op, which the twin runs on fresh tensors; ``fake``
+        its fake kernel (the user's, if registered), so that its checks still run."""
+        name = helper_name(sig.name, FUNCTIONAL_SUFFIX)
+        # No alias annotations, and no defaults: the handle passes every argument,
+        # and the kernel must hand all of them on to the op.
+        plain = join_params(schema_order, lambda p: p.render(alias=False, default=False))
+        mutated = [i for i, p in enumerate(schema_order) if p.mutated]  # positional in the fallback order
+        ret = "Tensor" if len(mutated) == 1 else f"({', '.join(['Tensor'] * len(mutated))})"
+        fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only
+
+        def run_on_fresh(
+            make: Callable[[torch.Tensor], torch.Tensor], run: Callable[..., Any], args: Any, kwargs: Any
+        ) -> Any:
+            # run(...) with each mutated argument replaced by a fresh tensor; those are the results
+            args_list = list(args)
+            results = []
+            for i in mutated:
+                args_list[i] = make(args_list[i])
+                results.append(args_list[i])
+            run(*args_list, **kwargs)
+            return results[0] if len(results) == 1 else tuple(results)
+
+        self._lib: Library | None = Library(sig.namespace, "FRAGMENT")
         self.op: Any = None
         try:
-            self._define()
+            self._lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
+            self._lib.impl(name, lambda *a, **k: run_on_fresh(fresh, op, a, k), "CompositeExplicitAutograd")
+            self._lib.impl(name, fallthrough_kernel, "Autograd")
+            caps.register_fake(
+                self._lib, f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k)
+            )
+            self.op = lookup_op(sig.namespace, name)
         except Exception:
             self.destroy()  # leave the twin's name free for the next definition
             raise
@@ -65,42 +89,6 @@ class FunctionalTwin:
     def needed_for_views() -> bool:
         """Whether compiled code must call the twin for a call that mutates a view."""
         return not caps.compiler_lowers_mutated_views()
-
-    def _define(self) -> None:
-        sig, order = self._sig, self._order
-        name = helper_name(sig.name, FUNCTIONAL_SUFFIX)
-        # No alias annotations, and no defaults: the handle passes every argument,
-        # and the kernel must hand all of them on to the op.
-        plain = join_params(order, lambda p: p.render(alias=False, default=False))
-        mutated = [i for i, p in enumerate(order) if p.mutated]  # positional in the fallback order
-        ret = "Tensor" if len(mutated) == 1 else f"({', '.join(['Tensor'] * len(mutated))})"
-        fresh = torch.clone if sig.kind == "inplace" else torch.empty_like  # out= buffers are write-only
-        op, op_fake = self._op, self._fake
-
-        def run_on_fresh(
-            make: Callable[[torch.Tensor], torch.Tensor], run: Callable[..., Any], args: Any, kwargs: Any
-        ) -> Any:
-            # run(...) with each mutated argument replaced by a fresh tensor; those are the results
-            args_list = list(args)
-            results = []
-            for i in mutated:
-                args_list[i] = make(args_list[i])
-                results.append(args_list[i])
-            run(*args_list, **kwargs)
-            return results[0] if len(results) == 1 else tuple(results)
-
-        def kernel(*args: Any, **kwargs: Any) -> Any:
-            return run_on_fresh(fresh, op, args, kwargs)
-
-        def fake(*args: Any, **kwargs: Any) -> Any:
-            return run_on_fresh(torch.empty_like, op_fake, args, kwargs)
-
-        self._lib = lib = Library(sig.namespace, "FRAGMENT")
-        lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
-        lib.impl(name, kernel, "CompositeExplicitAutograd")
-        lib.impl(name, fallthrough_kernel, "Autograd")
-        caps.register_fake(lib, f"{sig.namespace}::{name}", fake)
-        self.op = lookup_op(sig.namespace, name)
 
     def destroy(self) -> None:
         if self._lib is not None:

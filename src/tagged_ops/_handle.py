@@ -64,7 +64,6 @@ class TaggedOp:
         return super().__new__(own)
 
     def __init__(self, registration: Registration, fn: Callable[..., Any]) -> None:
-        self._init_fn = fn
         self._point_at(registration)
         self.__name__ = registration.sig.name
         self.__doc__ = fn.__doc__
@@ -260,13 +259,11 @@ def is_native(op: Any) -> bool:
 
 
 def _define(
-    kind: Kind,
-    name: str,
-    fn: Callable[..., Any],
-    mutates_args: Mutates,
-    device_types: Devices,
-    schema: str | None,
-) -> TaggedOp:
+    kind: Kind, name: str, fn: Fn | None, mutates_args: Mutates, device_types: Devices, schema: str | None
+) -> Any:
+    """Define the op, or with no ``fn`` return a decorator that does."""
+    if fn is None:
+        return lambda f: _define(kind, name, f, mutates_args, device_types, schema)
     sig = define_signature(fn, name, kind, mutates_args, schema)
     native = caps.NATIVE_TAGS and not fallback_forced()
     if caps.NATIVE_TAGS and not native:
@@ -327,10 +324,7 @@ def define_inplace(
     the same observable behaviour through the returned handle.
     """
 
-    def inner(f: Callable[..., Any]) -> TaggedOp:
-        return _define("inplace", name, f, mutates_args, device_types, schema)
-
-    return inner if fn is None else inner(fn)
+    return _define("inplace", name, fn, mutates_args, device_types, schema)
 
 
 @overload
@@ -361,7 +355,4 @@ def define_out(
     with grad mode on and an argument that requires grad, it raises, as 2.13 does.
     """
 
-    def inner(f: Callable[..., Any]) -> TaggedOp:
-        return _define("out", name, f, mutates_args, device_types, schema)
-
-    return inner if fn is None else inner(fn)
+    return _define("out", name, fn, mutates_args, device_types, schema)

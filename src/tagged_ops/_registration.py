@@ -23,6 +23,7 @@ therefore tags, argument order and return); see ``_native.py`` and ``_fallback.p
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -173,12 +174,9 @@ class Registration:
             what = "An operator tagged with torch.Tag.inplace must return its first argument."
         else:
             what = "An operator tagged with torch.Tag.out must return its mutable keyword-only arguments."
-        name = self.sig.name
-
-        def error() -> Exception:
-            return RuntimeError(f"{name} (with implementation in {inspect.getmodule(fn)}): {what}")
-
-        return error
+        return functools.partial(
+            RuntimeError, f"{self.sig.name} (with implementation in {inspect.getmodule(fn)}): {what}"
+        )
 
     # -- autograd ----------------------------------------------------------
 
@@ -198,10 +196,7 @@ class Registration:
             "requires grad. Call it through its tagged_ops handle (which makes a backward through "
             "the mutated tensor raise), or under torch.no_grad()."
         )
-        self._direct_grad_message = out if sig.kind == "out" else direct
-
-    def _direct_grad_error(self) -> Exception:
-        return RuntimeError(self._direct_grad_message)
+        self._direct_grad_error = functools.partial(RuntimeError, out if sig.kind == "out" else direct)
 
     def autograd_call(self, *args: Any, **kwargs: Any) -> None:
         """An in-place handle's path for calls under autograd, in the registered op's form.

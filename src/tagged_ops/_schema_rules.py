@@ -170,7 +170,7 @@ def _is_tensor_like(t: Any) -> bool:
 
 _TAG_NAME = {"inplace": "torch.Tag.inplace", "out": "torch.Tag.out"}
 
-if caps.INFER_SCHEMA_TAKES_TAGS:
+if caps.NATIVE_TAGS:  # torch.library.infer_schema takes tags=
 
     def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str) -> str:
         """``torch.library.infer_schema(fn, mutates_args=..., tags=<kind's tag>)``."""

@@ -109,7 +109,6 @@ def _check(name: str, fn: Callable[[], Any]) -> tuple[str, bool, str]:
 
 def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
     """Define, opcheck, compile (fullgraph) and export the sin ops; one result per check."""
-    results = []
 
     def eager() -> None:
         x = torch.randn(8)
@@ -159,9 +158,8 @@ def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
         assert torch.allclose(out, x + expected_state)
         assert torch.allclose(exported_module.state, expected_state)
 
-    for name, fn in (("eager", eager), ("opcheck", check_opcheck), ("compile", compiled), ("export", exported)):
-        results.append(_check(name, fn))
-    return results
+    checks = {"eager": eager, "opcheck": check_opcheck, "compile": compiled, "export": exported}
+    return [_check(name, fn) for name, fn in checks.items()]
 
 
 def report() -> tuple[list[str], bool]:

@@ -89,7 +89,11 @@ def check(
     """
     failures: list[str] = []
     stages_run = 0
-    samples = [s for ex in examples for s in _expand(op, _as_sample(ex), dtypes, devices)]
+    samples = [
+        Sample(f"{ex.label}:{s.label}", s.args, s.kwargs)
+        for ex in map(_as_sample, examples)
+        for s in variants(op, ex.args, ex.kwargs, dtypes=dtypes, devices=devices)
+    ]
     for sample in samples:
 
         def fail(stage: str, message: str, label: str = sample.label) -> None:
@@ -118,12 +122,9 @@ def check(
             fail("eager", _brief(e))
             continue
         mutated = op.mutated_in_call(eager.args, eager.kwargs)
-        expected_result = mutated[0] if len(mutated) == 1 else mutated
+        returned = result if len(mutated) > 1 and type(result) is tuple else (result,)
         stages_run += 1
-        if not (
-            result is expected_result
-            or (isinstance(result, tuple) and all(a is b for a, b in zip(result, mutated, strict=False)))
-        ):
+        if len(returned) != len(mutated) or any(a is not b for a, b in zip(returned, mutated, strict=True)):
             fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {op.mutated_args}")
         if op.kind == "out":
             stages_run += 1
@@ -173,29 +174,14 @@ def check(
                 elif (diff := _same(got, want)) is not None:
                     fail("reference", f"'{name}' differs from the reference: {diff}")
 
-        # compile
-        if compile:
-            stages_run += 1
-            comp = sample.clone()
-            try:
-                torch._dynamo.reset()
-                with torch.no_grad():
-                    torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True)(*comp.args, **comp.kwargs)
-                for name, got, want in zip(
-                    op.mutated_args, op.mutated_in_call(comp.args, comp.kwargs), mutated, strict=True
-                ):
-                    if (diff := _same(got, want)) is not None:
-                        fail("compile", f"'{name}' differs from eager: {diff}")
-            except Exception as e:  # noqa: BLE001
-                fail("compile", _brief(e))
-
-        if export:
-            stages_run += 1
-            exp = sample.clone()
-            try:
-                _check_export(op, exp, mutated)
-            except Exception as e:  # noqa: BLE001
-                fail("export", _brief(e))
+        # compile, export: the same effect as eager
+        for stage, wanted, run in (("compile", compile, _check_compile), ("export", export, _check_export)):
+            if wanted:
+                stages_run += 1
+                try:
+                    run(op, sample.clone(), mutated)
+                except Exception as e:  # noqa: BLE001
+                    fail(stage, _brief(e))
 
     if failures:
         raise AssertionError(
@@ -243,13 +229,6 @@ def _from_numpy(value: Any, *, like: Tensor) -> Tensor:
     return torch.as_tensor(np.asarray(value)).to(device=like.device, dtype=like.dtype)
 
 
-def _expand(op: TaggedOp, sample: Sample, dtypes: Sequence[torch.dtype], devices: Sequence[str] | None) -> list[Sample]:
-    return [
-        Sample(f"{sample.label}:{s.label}", s.args, s.kwargs)
-        for s in variants(op, sample.args, sample.kwargs, dtypes=dtypes, devices=devices)
-    ]
-
-
 def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
     """Export a module that holds the mutated tensors as buffers and takes the other tensors as inputs."""
     mutated_ids = {id(t) for t in op.mutated_in_call(sample.args, sample.kwargs)}
@@ -281,7 +260,17 @@ def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) 
             op(*call[:n_args], **dict(zip(keywords, call[n_args:], strict=True)))
             return tuple(getattr(self, f"mutated{i}").clone() for i in range(n_buffers))
 
-    outputs = torch.export.export(Holder(), inputs).module()(*inputs)
-    for name, got, want in zip(op.mutated_args, outputs, eager_mutated, strict=True):
-        if (diff := _same(got, want)) is not None:
+    _assert_as_eager(op, torch.export.export(Holder(), inputs).module()(*inputs), eager_mutated)
+
+
+def _check_compile(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True)(*sample.args, **sample.kwargs)
+    _assert_as_eager(op, op.mutated_in_call(sample.args, sample.kwargs), eager_mutated)
+
+
+def _assert_as_eager(op: TaggedOp, got: Sequence[Tensor], eager_mutated: tuple[Any, ...]) -> None:
+    for name, g, want in zip(op.mutated_args, got, eager_mutated, strict=True):
+        if (diff := _same(g, want)) is not None:
             raise AssertionError(f"'{name}' differs from eager: {diff}")
