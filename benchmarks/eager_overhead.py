@@ -9,12 +9,12 @@ For the sin ops on a 1-element CPU tensor, in one process:
   (same path), with a hand-written Python kernel, called through ``torch.ops``;
   and ATen's ``sin_``.
 
-Prints the best microseconds per call, and the median over 15 interleaved rounds of the
+Prints the best microseconds per call, and the median over 41 interleaved rounds of the
 per-round ratio tagged_ops / custom_op (target <= 0.5) and
 the ratio tagged_ops / raw op of the same schema per kind (target <= 1.25).
 ``--json FILE`` also writes the numbers for compat_matrix.md.
 
-    python benchmarks/eager_overhead.py [--calls 10000] [--rounds 15] [--json out.json]
+    python benchmarks/eager_overhead.py [--calls 10000] [--rounds 41] [--json out.json]
 """
 
 import argparse
@@ -177,7 +177,7 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=10000)
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     result = measure(args.calls, args.rounds)

@@ -228,18 +228,21 @@ def test_grad_check_sees_optional_and_list_tensor_arguments(path: str, ns: str) 
     assert torch.equal(o, torch.full((2,), 2.0))
 
 
-@pytest.mark.parametrize("in_cpp", [True, False], ids=["one helper call", "inline checks"])
-def test_both_forms_of_the_grad_check_see_every_tensor_argument(
-    path: str, ns: str, monkeypatch: pytest.MonkeyPatch, in_cpp: bool
+@pytest.mark.parametrize("helper", ["installed", "backport"])
+def test_the_grad_check_sees_every_tensor_argument(
+    path: str, ns: str, monkeypatch: pytest.MonkeyPatch, helper: str
 ) -> None:
-    """The generated grad check: one call to torch's C++ helper (2.5+), else inline tests (2.2-2.4).
+    """The generated grad check: plain Tensors tested inline, optional and listed ones by a helper.
 
-    Both forms are generated here on any release, and must see a plain, an
-    optional and a listed Tensor, in the handle and in a direct torch.ops call.
+    The helper is torch's C++ ``_any_requires_grad`` (2.5+) or its Python
+    backport; both are tried here on any release, and the check must see a
+    plain, an optional and a listed Tensor, in the handle and in a direct
+    torch.ops call.
     """
     from tagged_ops import _capabilities as caps
 
-    monkeypatch.setattr(caps, "ANY_REQUIRES_GRAD_IN_CPP", in_cpp)
+    if helper == "backport":
+        monkeypatch.setattr(caps, "any_requires_grad", caps.any_requires_grad_py)
 
     @tagged_ops.define_out(f"{ns}::sum_out")
     def sum_out(xs: List[Tensor], y: Tensor, *, out: Tensor, bias: Optional[Tensor] = None) -> Tensor:

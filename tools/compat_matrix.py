@@ -159,7 +159,7 @@ def generate() -> str:
         lines.append("not run")
     else:
         lines.append(
-            "Per call, sin ops on a 1-element CPU tensor: best of 15 rounds x 10,000 calls, the variants taking turns; "
+            "Per call, sin ops on a 1-element CPU tensor: best of 41 rounds x 10,000 calls, the variants taking turns; "
             "each ratio is the median of per-round ratios. Two ratios per kind: tagged_ops / "
             "the native `custom_op` equivalent (target <= 0.5; 2.2/2.3 have no `custom_op`, so there the baseline is a "
             "hand-written `Library.define` op plus a returning wrapper), and tagged_ops / a raw `Library.define` op of "

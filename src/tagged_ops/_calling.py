@@ -41,13 +41,13 @@ def _call_args(order: Sequence[Param]) -> str:
 def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool) -> str:
     """Source of an expression: does any Tensor argument require grad?
 
-    One call to ``caps.any_requires_grad`` where that is torch's C++ helper.
-    Elsewhere (2.2-2.4) plain Tensor arguments are tested inline; inside a
-    kernel the dispatcher has already checked that they are Tensors.
+    Plain Tensor arguments are tested inline: an attribute read costs less than
+    any call, torch's C++ ``_any_requires_grad`` included (measured in
+    ``benchmarks/eager_overhead.py``). Inside a kernel the dispatcher has already
+    checked that they are Tensors. Optional Tensors and lists of Tensors go to
+    ``caps.any_requires_grad``.
     """
     tensors = [p for p in params if p.holds_tensors]
-    if caps.ANY_REQUIRES_GRAD_IN_CPP:
-        return f"_any_requires_grad({', '.join(p.name for p in tensors)})"
     tests = [
         f"{p.name}.requires_grad"
         if checked_by_dispatcher
@@ -55,7 +55,7 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
         for p in tensors
         if p.is_plain_tensor
     ]
-    others = [p.name for p in tensors if not p.is_plain_tensor]  # optional Tensors, lists of Tensors
+    others = [p.name for p in tensors if not p.is_plain_tensor]
     if others:
         tests.append(f"_any_requires_grad({', '.join(others)})")
     return " or ".join(tests) or "False"
@@ -191,7 +191,7 @@ def make_handle_call(
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
     autograd = ""  # out= ops: the kernel refuses, with 2.13's error
     if autograd_call is not None:
-        autograd = f"    elif _grad_enabled() and ({requires_grad}):\n        _autograd_call({args})\n"
+        autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        _autograd_call({args})\n"
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
         f"def _generated(_tagged_ops_handle, /, {_param_list(sig.params, exprs)}):\n"
         f"    if _compiling():\n"
@@ -262,7 +262,7 @@ def make_kernel_adapter(
     lines = [f"def _generated({_param_list(schema_order, exprs)}):"]
     if grad_error is not None:
         requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
-        lines += [f"    if _grad_enabled() and ({requires_grad}):", "        raise _grad_error()"]
+        lines += [f"    if ({requires_grad}) and _grad_enabled():", "        raise _grad_error()"]
     lines.append(f"    _r = _fn({_call_args(sig.params)})")
     if identity_error is not None:
         mutated = [p.name for p in sig.mutated]

@@ -223,11 +223,6 @@ def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 #: Whether any Tensor among the arguments requires grad.
 any_requires_grad: Callable[..., bool] = _any_requires_grad_c or any_requires_grad_py
 
-#: Whether ``any_requires_grad`` is torch's C++ helper. Where it is not, generated
-#: calling code tests plain Tensor arguments inline instead: a Python helper call
-#: costs more than the rest of the handle's checks together.
-ANY_REQUIRES_GRAD_IN_CPP: bool = _any_requires_grad_c is not None
-
 
 # -- torch.compiler.is_dynamo_compiling / is_exporting / assume_constant_result ------
 
