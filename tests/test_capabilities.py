@@ -99,3 +99,31 @@ def test_increment_version_bumps_every_tensor() -> None:
     a, b = torch.zeros(1), torch.zeros(1)
     caps.increment_version()((a, b))
     assert a._version == 1 and b._version == 1
+
+
+def _plus_one_if_exporting(x: torch.Tensor) -> torch.Tensor:
+    return x + 1 if caps.is_exporting() else x - 1
+
+
+def test_is_exporting_is_false_under_torch_compile() -> None:
+    # Dynamo on 2.7-2.9 folds torch.compiler.is_exporting() to True under torch.compile;
+    # a compiled in-place call under autograd then kept the op in its graph and failed.
+    torch._dynamo.reset()
+    x = torch.zeros(2)
+    assert torch.equal(torch.compile(_plus_one_if_exporting, backend="eager", fullgraph=True)(x), x - 1)
+
+
+@pytest.mark.skipif(not hasattr(torch.compiler, "is_exporting"), reason="this torch cannot tell export apart")
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "non-strict"])
+def test_is_exporting_is_true_under_torch_export(strict: bool) -> None:
+    if strict and not tagged_ops.NATIVE_TAGS:
+        # 2.7's strict export does not set the flag (and its Dynamo folds is_exporting() to True
+        # under torch.compile too): only the native path (2.13+) relies on the answer under export.
+        pytest.skip("strict export sets the flag only on newer releases; the native path needs it")
+
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return _plus_one_if_exporting(x)
+
+    x = torch.zeros(2)
+    assert torch.equal(torch.export.export(M(), (x,), strict=strict).module()(x), x + 1)

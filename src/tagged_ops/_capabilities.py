@@ -224,7 +224,7 @@ def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 any_requires_grad: Callable[..., bool] = _any_requires_grad_c or any_requires_grad_py
 
 
-# -- torch.compiler.is_dynamo_compiling / is_exporting / assume_constant_result ------
+# -- torch.compiler.is_dynamo_compiling / assume_constant_result ---------------------
 
 #: True only while Dynamo traces (it constant-folds this call); a plain
 #: function returning False in eager, so the hot path pays next to nothing.
@@ -234,13 +234,31 @@ is_dynamo_compiling: Callable[[], bool] = (
     or torch._utils.is_compiling  # 2.2: the one Dynamo constant-folds there
 )
 
-#: True while ``torch.export`` traces; False where torch cannot tell us.
-is_exporting: Callable[[], bool] = getattr(torch.compiler, "is_exporting", lambda: False)
-
 
 #: Mark a no-argument function so that Dynamo calls it while tracing and treats
 #: the result as a constant (instead of tracing into it).
 assume_constant_result: Callable[[Callable[[], Any]], Callable[[], Any]] = torch.compiler.assume_constant_result
+
+
+# -- torch.compiler.is_exporting (2.7; 2.7-2.9 fold it to True under torch.compile) --
+
+if hasattr(torch.compiler, "_is_exporting_flag"):
+
+    def is_exporting() -> bool:
+        """True while ``torch.export`` traces (strict export only where torch sets the flag there: 2.13).
+
+        Reads the flag that ``torch.compiler.is_exporting()`` returns, as newer
+        Dynamo does: Dynamo on 2.7-2.9 folds a call to that function to True
+        under ``torch.compile`` too.
+        """
+        return bool(torch.compiler._is_exporting_flag)
+
+else:
+
+    def is_exporting() -> bool:
+        """False: a torch without ``torch.compiler.is_exporting`` cannot tell us."""
+        return False
+
 
 # -- torch.compiler.disable(fn, reason=...) ---------------------------------------
 
