@@ -208,8 +208,6 @@ def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
 
 # -- torch._C._any_requires_grad (2.5) ----------------------------------------------
 
-_any_requires_grad_c: Callable[..., bool] | None = getattr(torch._C, "_any_requires_grad", None)
-
 
 def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
     """The backport, in plain Python: Dynamo traces it (not torch's C++ helper)."""
@@ -221,7 +219,7 @@ def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 
 
 #: Whether any Tensor among the arguments requires grad.
-any_requires_grad: Callable[..., bool] = _any_requires_grad_c or any_requires_grad_py
+any_requires_grad: Callable[..., bool] = getattr(torch._C, "_any_requires_grad", None) or any_requires_grad_py
 
 
 # -- torch.compiler.is_dynamo_compiling / assume_constant_result ---------------------
