@@ -258,7 +258,6 @@ def make_kernel_adapter(
             seen_default = True
         elif seen_default:
             exprs[p.name] = "_REQUIRED"
-    result = _result(sig)
     lines = [f"def _generated({_param_list(schema_order, exprs)}):"]
     if grad_error is not None:
         requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
@@ -279,5 +278,5 @@ def make_kernel_adapter(
             lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
             lines += [f"    _bump_one({p.name})" for p in sig.mutated]
-    lines.append(f"    return {result if returns else 'None'}")
+    lines.append(f"    return {_result(sig) if returns else 'None'}")
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)

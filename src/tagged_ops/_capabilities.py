@@ -240,22 +240,17 @@ assume_constant_result: Callable[[Callable[[], Any]], Callable[[], Any]] = torch
 
 # -- torch.compiler.is_exporting (2.7; 2.7-2.9 fold it to True under torch.compile) --
 
-if hasattr(torch.compiler, "_is_exporting_flag"):
+_HAS_EXPORTING_FLAG = hasattr(torch.compiler, "_is_exporting_flag")
 
-    def is_exporting() -> bool:
-        """True while ``torch.export`` traces (strict export only where torch sets the flag there: 2.13).
 
-        Reads the flag that ``torch.compiler.is_exporting()`` returns, as newer
-        Dynamo does: Dynamo on 2.7-2.9 folds a call to that function to True
-        under ``torch.compile`` too.
-        """
-        return bool(torch.compiler._is_exporting_flag)
+def is_exporting() -> bool:
+    """True while ``torch.export`` traces (strict export only where torch sets the flag there: 2.13).
 
-else:
-
-    def is_exporting() -> bool:
-        """False: a torch without ``torch.compiler.is_exporting`` cannot tell us."""
-        return False
+    Reads the flag that ``torch.compiler.is_exporting()`` returns, as newer
+    Dynamo does: Dynamo on 2.7-2.9 folds a call to that function to True under
+    ``torch.compile`` too. False before 2.7, which cannot tell us.
+    """
+    return _HAS_EXPORTING_FLAG and bool(torch.compiler._is_exporting_flag)
 
 
 # -- torch.compiler.disable(fn, reason=...) ---------------------------------------

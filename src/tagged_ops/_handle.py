@@ -323,7 +323,6 @@ def define_inplace(
     elsewhere (or with ``TAGGED_OPS_FALLBACK=1``) as an untagged mutable op, with
     the same observable behaviour through the returned handle.
     """
-
     return _define("inplace", name, fn, mutates_args, device_types, schema)
 
 
@@ -354,5 +353,4 @@ def define_out(
     ``mutates_args`` defaults to every keyword-only ``Tensor`` parameter. Called
     with grad mode on and an argument that requires grad, it raises, as 2.13 does.
     """
-
     return _define("out", name, fn, mutates_args, device_types, schema)
