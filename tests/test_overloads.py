@@ -65,8 +65,8 @@ def _define_functional(ns: str, how: str, *, default: bool = False) -> None:
 _LIBS: list[torch.library.Library] = []
 
 
-def _define_scale_out(ns: str, overload: str) -> tagged_ops.TaggedOp:
-    @tagged_ops.define_out(f"{ns}::scale.{overload}")
+def _define_scale_out(ns: str, overload: str, *, pair: bool = False) -> tagged_ops.TaggedOp:
+    @tagged_ops.define_out(f"{ns}::scale.{overload}", pair=pair)
     def scale_out(x: Tensor, *, out: Tensor) -> Tensor:
         torch.mul(x, 2.0, out=out)
         return out
@@ -272,16 +272,19 @@ def _to_out_variant() -> Callable[[Any], Any] | None:
 
 
 @pytest.mark.parametrize("how", ["define", "custom_op"])
-def test_functional_and_out_overload_are_a_pair(path: str, ns: str, how: str) -> None:
+@pytest.mark.parametrize("pair", [False, True], ids=["unpaired", "pair"])
+def test_functional_and_out_overload_are_a_pair(path: str, ns: str, how: str, pair: bool) -> None:
     _define_functional(ns, how)
-    op = _define_scale_out(ns, "out")
+    op = _define_scale_out(ns, "out", pair=pair)
     functional = _packet(ns, "scale").default
     to_out_variant = _to_out_variant()
-    if op.is_native:
+    if op.is_native and pair:
         assert to_out_variant is not None
         assert to_out_variant(functional) is op.opoverload
+        assert op.paired
     elif to_out_variant is not None:
-        assert to_out_variant(functional) is None  # untagged: nothing for Inductor to pair
+        assert to_out_variant(functional) is None  # not asked to pair, or untagged: nothing to pair
+        assert not op.paired
 
     x = torch.randn(4, 3)
     # eager, opcheck, compiled and exported, everywhere
@@ -308,7 +311,7 @@ def test_functional_and_out_overload_are_a_pair(path: str, ns: str, how: str) ->
 
 def test_inductor_lowers_the_functional_op_to_its_out_overload(path: str, ns: str) -> None:
     _define_functional(ns, "define")
-    op = _define_scale_out(ns, "out")
+    op = _define_scale_out(ns, "out", pair=True)
     if not (op.is_native and _to_out_variant() is not None):
         pytest.skip("needs native tags: Inductor pairs a functional op only with an overload tagged torch.Tag.out")
     from torch._inductor.utils import run_and_get_code
@@ -321,16 +324,17 @@ def test_inductor_lowers_the_functional_op_to_its_out_overload(path: str, ns: st
 
 
 @pytest.mark.parametrize("shape", ["defaulted-float", "int-list", "out-named-result"])
-@pytest.mark.parametrize("definer", ["tagged_ops", "custom_op"])
+@pytest.mark.parametrize("definer", ["tagged_ops", "tagged_ops-pair", "custom_op"])
 def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, shape: str, definer: str) -> None:
-    """Upstream bug, reproduced: Inductor's functional -> .out lowering passes bad arguments.
+    """Upstream bug, reproduced with raw ``custom_op``; tagged_ops ops compile right.
 
     With a ``.out`` overload tagged ``torch.Tag.out`` beside a functional op that
     has a defaulted argument, 2.13-2.15 pass that argument twice; with an
     ``int[]`` argument, they split the list into separate ints; an out buffer
-    named other than ``out`` is passed as ``out=``. Raw ``custom_op``
-    does the same, so tagged_ops keeps the 2.13 contract here. This test fails
-    once torch fixes it: then compat_matrix.md and the README's note go.
+    named other than ``out`` is passed as ``out=``. Raw ``custom_op`` breaks the
+    functional op's compiled calls; a tagged_ops ``.out`` does not pair by default,
+    and with ``pair=True`` pairs only where the lowering works (tests/test_pairing.py).
+    The custom_op case fails once torch fixes it: then compat_matrix.md's note goes.
     """
     if path == "fallback" or not tagged_ops.NATIVE_TAGS or _to_out_variant() is None:
         pytest.skip("only where a .out overload is tagged torch.Tag.out (native tags)")
@@ -366,8 +370,11 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
             return out
 
         call = lambda x: _packet(ns, "scale").default(x, [0]) + 1  # noqa: E731
-    if definer == "tagged_ops":
-        tagged_ops.define_out(f"{ns}::scale.out", kernel)
+    if definer.startswith("tagged_ops"):
+        tagged_ops.define_out(f"{ns}::scale.out", kernel, pair=definer == "tagged_ops-pair")
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(torch.compile(call, fullgraph=True)(x), call(x))
+        return
     else:
         outs = {"result"} if shape == "out-named-result" else {"out"}
         torch.library.custom_op(f"{ns}::scale.out", kernel, mutates_args=outs, tags=torch.Tag.out)  # type: ignore[attr-defined,call-arg]

@@ -21,6 +21,7 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops import _capabilities as caps
+from tagged_ops._pairing import lowering_passes
 
 from ._upstream import functionalized_forward, graphs_differ, rendered
 
@@ -46,7 +47,21 @@ def _kernel(*args: Any, **outs: Tensor) -> Any:
 
 
 def _out(ns: str, schema: str) -> tagged_ops.TaggedOp:
-    return tagged_ops.define_out(f"{ns}::{schema.split('(')[0]}", _kernel, schema=schema[schema.index("(") :])
+    # pair=True: upstream's tag pairs a functional op with its out variant; tagged_ops does only when asked
+    return tagged_ops.define_out(
+        f"{ns}::{schema.split('(')[0]}", _kernel, schema=schema[schema.index("(") :], pair=True
+    )
+
+
+def _xfail_renamed_out_pairing(request: pytest.FixtureRequest) -> None:
+    if not lowering_passes("renamed-out"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="deliberate: tagged_ops does not pair a single out buffer named other than 'out', "
+                "which this torch's Inductor passes as out= (tests/test_pairing.py)",
+            )
+        )
 
 
 def _pairing(op: tagged_ops.TaggedOp) -> Any:
@@ -57,7 +72,7 @@ def _pairing(op: tagged_ops.TaggedOp) -> Any:
     return _out_variant
 
 
-def test_single_out(path: str, ns: str) -> None:
+def test_single_out(path: str, ns: str, request: pytest.FixtureRequest) -> None:
     _functional(ns, "single_return_kwarg(Tensor x, Tensor y) -> Tensor")
     op = _out(ns, "single_return_kwarg.out(Tensor x, Tensor y, *, Tensor(a!) result) -> Tensor(a!)")
     x, y, r = torch.randn(3), torch.randn(3), torch.empty(3)
@@ -71,7 +86,9 @@ def test_single_out(path: str, ns: str) -> None:
         str(info.value)
         == f"{OUT} must return all mutable arguments (got 1 mutable args but 0 returns). Got: {rendered(schema)}"
     )
-    _pairing(op).check_out_variant(
+    pairing = _pairing(op)
+    _xfail_renamed_out_pairing(request)
+    pairing.check_out_variant(
         getattr(torch.ops, ns).single_return_kwarg.default, getattr(torch.ops, ns).single_return_kwarg.out
     )
 
@@ -200,7 +217,7 @@ def test_define_error(path: str, ns: str, case: str, schema: str, sentence: str)
     assert not hasattr(getattr(torch.ops, ns), schema.split("(")[0].split(".")[0])
 
 
-def test_compile_out_variant(path: str, ns: str) -> None:
+def test_compile_out_variant(path: str, ns: str, request: pytest.FixtureRequest) -> None:
     div = _functional(ns, "div(Tensor x, Tensor y) -> Tensor")
     _LIBS[-1].impl("div", lambda x, y: x / y, "CompositeExplicitAutograd")
     caps.register_fake(_LIBS[-1], f"{ns}::div", lambda x, y: torch.empty_like(x))
@@ -209,7 +226,7 @@ def test_compile_out_variant(path: str, ns: str) -> None:
         result.copy_(x / y)
         return result
 
-    op = tagged_ops.define_out(f"{ns}::div.out", div_out)
+    op = tagged_ops.define_out(f"{ns}::div.out", div_out, pair=True)
 
     def fn(x: Tensor, y: Tensor, out: Tensor) -> Tensor:
         op(x, y, result=out)
@@ -220,6 +237,7 @@ def test_compile_out_variant(path: str, ns: str) -> None:
     torch.testing.assert_close(out, x / y)
     torch.testing.assert_close(div.default(x, y), x / y)
     if op.is_native:
+        _xfail_renamed_out_pairing(request)
         _pairing(op).check_out_variant(div.default, op.opoverload)
 
 

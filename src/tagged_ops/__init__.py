@@ -4,6 +4,8 @@ Public surface:
 
 * :func:`define_inplace`, :func:`define_out`: decorators like
   ``torch.library.custom_op(..., tags=torch.Tag.inplace | torch.Tag.out)``.
+* :func:`declare_inplace`, :func:`declare_out`: the same ops from a schema alone,
+  kernels registered per device later (as ``torch.library.define``).
 * :class:`TaggedOp`: the handle they return.
 * :data:`NATIVE_TAGS`, :func:`is_native`: which path ops take.
 * :func:`opcheck`: ``torch.library.opcheck`` in the handle's call form.
@@ -25,13 +27,15 @@ from ._switches import FALLBACK_ENV_VAR
 
 if TYPE_CHECKING:
     from ._capabilities import NATIVE_TAGS
-    from ._handle import TaggedOp, define_inplace, define_out, is_native
+    from ._handle import TaggedOp, declare_inplace, declare_out, define_inplace, define_out, is_native
     from ._opcheck import opcheck
 
 __all__ = [
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
     "TaggedOp",
+    "declare_inplace",
+    "declare_out",
     "define_inplace",
     "define_out",
     "is_native",
@@ -43,6 +47,8 @@ __version__ = "0.1.0"
 _HOME = {
     "NATIVE_TAGS": "._capabilities",
     "TaggedOp": "._handle",
+    "declare_inplace": "._handle",
+    "declare_out": "._handle",
     "define_inplace": "._handle",
     "define_out": "._handle",
     "is_native": "._handle",

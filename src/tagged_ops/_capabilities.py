@@ -86,6 +86,29 @@ def has_custom_op_method(name: str) -> bool:
     return _CUSTOM_OP_DEF is not None and hasattr(_CUSTOM_OP_DEF, name)
 
 
+# -- torch._library.custom_ops.OPDEFS (2.4) -------------------------------------------
+
+#: qualified name -> ``CustomOpDef``: where ``torch.library.register_kernel`` and its
+#: siblings look an op up before registering on the dispatcher (see ``_by_name.py``);
+#: None before 2.4, whose ``torch.library`` has no such functions.
+CUSTOM_OP_DEFS: Any = getattr(getattr(getattr(torch, "_library", None), "custom_ops", None), "OPDEFS", None)
+
+
+# -- torch._library._out_variant.to_out_variant (2.13) --------------------------------
+
+#: The module whose ``to_out_variant(functional_op)`` Inductor asks, per compiled call
+#: of a functional custom op, for a same-packet overload tagged ``torch.Tag.out`` to
+#: lower it to (see ``_pairing.py``); None where Inductor pairs no out variants.
+OUT_VARIANT_PAIRING: Any = getattr(getattr(torch, "_library", None), "_out_variant", None)
+if OUT_VARIANT_PAIRING is None:
+    try:
+        OUT_VARIANT_PAIRING = importlib.import_module("torch._library._out_variant")
+    except ImportError:
+        pass
+if not hasattr(OUT_VARIANT_PAIRING, "to_out_variant"):
+    OUT_VARIANT_PAIRING = None
+
+
 # -- torch.library.register_fake (Library._register_fake, 2.4; impl_abstract before) --
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar, ov
 
 import torch
 
+from . import _by_name, _pairing
 from . import _capabilities as caps
 from ._fallback import register_fallback, separate_fallback_compile_caches
 from ._native import register_native
@@ -20,7 +21,7 @@ from ._registration import Registration
 from ._signature import Kind, define_signature
 from ._switches import fallback_forced
 
-__all__ = ["TaggedOp", "define_inplace", "define_out", "is_native"]
+__all__ = ["TaggedOp", "declare_inplace", "declare_out", "define_inplace", "define_out", "is_native"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Fn = Callable[..., Any]
@@ -36,6 +37,12 @@ if TYPE_CHECKING:
         mutates_args: Mutates
         device_types: Devices
         schema: str | None
+        fallback: bool
+
+    class OutOptions(Options, total=False):
+        """The keyword arguments of ``define_out``."""
+
+        pair: bool
 
     Decorator = Callable[[Fn], "TaggedOp"]
 
@@ -63,10 +70,10 @@ class TaggedOp:
         own = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
         return super().__new__(own)
 
-    def __init__(self, registration: Registration, fn: Callable[..., Any]) -> None:
+    def __init__(self, registration: Registration, fn: Callable[..., Any] | None) -> None:
         self._point_at(registration)
         self.__name__ = registration.sig.name
-        self.__doc__ = fn.__doc__
+        self.__doc__ = getattr(fn, "__doc__", None)
         self.__module__ = getattr(fn, "__module__", __name__)
 
     def _point_at(self, registration: Registration) -> None:
@@ -142,14 +149,35 @@ class TaggedOp:
         """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`."""
         return self._registration.bind(*args, **kwargs)
 
+    @property
+    def paired(self) -> bool:
+        """Whether Inductor lowers compiled calls of this out= op's functional op to it (2.13+).
+
+        Only with ``pair=True``, on the native path, where this torch's lowering
+        works for the op (see ``define_out``); asked of torch each time.
+        """
+        return self.is_native and self.kind == "out" and _pairing.is_paired(self.opoverload)
+
     # -- registrations, mirroring torch.library.CustomOpDef ----------------------
 
-    def register_kernel(self, device_types: Devices, fn: Callable[..., Any] | None = None, /) -> Any:
-        """Register the kernel for ``device_types`` ("cpu", "cuda", ...), as ``CustomOpDef.register_kernel``."""
+    def register_kernel(
+        self, device_types: Devices, fn: Callable[..., Any] | None = None, /, *, classic: bool | None = None
+    ) -> Any:
+        """Register the kernel for ``device_types`` ("cpu", "cuda", ...), as ``CustomOpDef.register_kernel``.
+
+        ``None`` or ``"default"``: every device. The kernel takes the op's arguments
+        (out buffers by keyword on every path) and, as on 2.13, returns its mutated
+        tensor(s); a ``classic=True`` kernel mutates and returns None instead, as
+        kernels of untagged mutable ops are written (``classic=None``: the op's
+        ``classic_kernels``, see ``declare_out``). Either way the op returns the
+        mutated tensor(s). ``torch.library.register_kernel`` by the op's qualified
+        name (2.4+) comes here too.
+        """
+        as_classic = self._registration.classic_kernels if classic is None else classic
 
         def inner(f: F) -> F:
             for device_type in _device_list(device_types):
-                self._registration.set_kernel(device_type, f)
+                self._registration.set_kernel(device_type, f, classic=as_classic)
             return f
 
         return inner if fn is None else inner(fn)
@@ -259,24 +287,37 @@ def is_native(op: Any) -> bool:
 
 
 def _define(
-    kind: Kind, name: str, fn: Fn | None, mutates_args: Mutates, device_types: Devices, schema: str | None
-) -> Any:
-    """Define the op, or with no ``fn`` return a decorator that does."""
-    if fn is None:
-        return lambda f: _define(kind, name, f, mutates_args, device_types, schema)
+    kind: Kind,
+    name: str,
+    fn: Fn | None,
+    mutates_args: Mutates,
+    device_types: Devices,
+    schema: str | None,
+    *,
+    pair: bool = False,
+    classic_kernels: bool = False,
+    fallback: bool = False,
+) -> TaggedOp:
+    """Define the op from ``fn`` (its kernel on ``device_types``), or declare it from ``schema`` alone."""
     sig = define_signature(fn, name, kind, mutates_args, schema)
-    native = caps.NATIVE_TAGS and not fallback_forced()
+    native = caps.NATIVE_TAGS and not fallback and not fallback_forced()
     if caps.NATIVE_TAGS and not native:
         separate_fallback_compile_caches()
     previous = _CURRENT.pop(name, None)
     if previous is not None:
+        _forget(name)
         previous.destroy()
     try:
         registration = register_native(sig) if native else register_fallback(sig)
+        registration.classic_kernels = classic_kernels
         try:
-            for device_type in _device_list(device_types):
-                registration.set_kernel(device_type, fn)
+            if fn is not None:
+                for device_type in _device_list(device_types):
+                    registration.set_kernel(device_type, fn)
+            if native and kind == "out":
+                _pairing.permit(registration.op, pair)
         except Exception:
+            _pairing.forget(name)
             registration.destroy()  # leave the name free for the next attempt
             raise
     except Exception as e:
@@ -290,7 +331,19 @@ def _define(
     for old in handles:
         old._point_at(registration)
     handles.add(handle)
+    _by_name.publish(handle)
     return handle
+
+
+def _forget(name: str) -> None:
+    _by_name.withdraw(name)
+    _pairing.forget(name)
+
+
+def _decorator_or_define(kind: Kind, name: str, fn: Fn | None, *args: Any, **kwargs: Any) -> Any:
+    if fn is None:
+        return lambda f: _define(kind, name, f, *args, **kwargs)
+    return _define(kind, name, fn, *args, **kwargs)
 
 
 @overload
@@ -305,6 +358,7 @@ def define_inplace(
     mutates_args: Mutates = None,
     device_types: Devices = None,
     schema: str | None = None,
+    fallback: bool = False,
 ) -> Any:
     """Define an in-place op: it mutates its first positional Tensor and returns it.
 
@@ -320,16 +374,19 @@ def define_inplace(
     types (default: every device). ``schema`` overrides inference with a 2.13
     tagged schema string such as ``"(Tensor(a!) x) -> Tensor(a!)"``.
     On torch with native tags the op is registered with ``torch.Tag.inplace``;
-    elsewhere (or with ``TAGGED_OPS_FALLBACK=1``) as an untagged mutable op, with
-    the same observable behaviour through the returned handle.
+    elsewhere (or with ``TAGGED_OPS_FALLBACK=1``, or ``fallback=True`` for this op)
+    as an untagged mutable op, with the same observable behaviour through the
+    returned handle. ``fallback=True`` keeps the op's ``torch.ops`` schema classic on
+    every release: a library whose callers call ``torch.ops.ns.op.out(x, out)``
+    positionally keeps them working (see docs/adopting.md).
     """
-    return _define("inplace", name, fn, mutates_args, device_types, schema)
+    return _decorator_or_define("inplace", name, fn, mutates_args, device_types, schema, fallback=fallback)
 
 
 @overload
-def define_out(name: str, fn: None = None, /, **options: Unpack[Options]) -> Decorator: ...
+def define_out(name: str, fn: None = None, /, **options: Unpack[OutOptions]) -> Decorator: ...
 @overload
-def define_out(name: str, fn: Fn, /, **options: Unpack[Options]) -> TaggedOp: ...
+def define_out(name: str, fn: Fn, /, **options: Unpack[OutOptions]) -> TaggedOp: ...
 def define_out(
     name: str,
     fn: Fn | None = None,
@@ -338,6 +395,8 @@ def define_out(
     mutates_args: Mutates = None,
     device_types: Devices = None,
     schema: str | None = None,
+    pair: bool = False,
+    fallback: bool = False,
 ) -> Any:
     """Define an out= op: it writes keyword-only out buffers and returns them.
 
@@ -352,5 +411,58 @@ def define_out(
     read, returned in declaration order (one Tensor, or a tuple for several).
     ``mutates_args`` defaults to every keyword-only ``Tensor`` parameter. Called
     with grad mode on and an argument that requires grad, it raises, as 2.13 does.
+
+    ``pair``: on torch 2.13+, Inductor lowers compiled calls of a functional op
+    ``ns::op`` to a tagged ``ns::op.out`` beside it (its "out variant"), also in code
+    that never calls ``.out``. That lowering is broken for ``int[]`` and defaulted
+    arguments and ignores which devices ``.out`` has kernels for, so by default
+    (``pair=False``) tagged_ops keeps the two apart: the functional op compiles as it
+    did before ``.out`` was defined. ``pair=True`` lets Inductor pair them wherever
+    the lowering works on the installed torch (``.out`` has a kernel for every
+    device the functional op has one for, and a probe compile shows the op's
+    argument kinds pass intact); :attr:`TaggedOp.paired` says whether it does.
     """
-    return _define("out", name, fn, mutates_args, device_types, schema)
+    return _decorator_or_define("out", name, fn, mutates_args, device_types, schema, pair=pair, fallback=fallback)
+
+
+def declare_inplace(name: str, schema: str, /, *, classic_kernels: bool = False, fallback: bool = False) -> TaggedOp:
+    """Declare an in-place op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
+
+    Kernels come later, per device, through :meth:`TaggedOp.register_kernel` or
+    ``torch.library.register_kernel(name, device_type)``::
+
+        scale_ = tagged_ops.declare_inplace("mylib::scale_", "(Tensor(a!) x, float alpha) -> Tensor(a!)")
+
+        @scale_.register_kernel("cpu")
+        def _(x, alpha):
+            x.mul_(alpha)
+            return x
+
+    ``classic_kernels=True``: the op's kernels mutate and return None, as kernels of
+    untagged ops are written; the op still returns its first argument.
+    ``fallback`` as for :func:`define_inplace`. A call on a device with no kernel
+    raises the dispatcher's "Could not run".
+    """
+    return _define("inplace", name, None, None, None, schema, classic_kernels=classic_kernels, fallback=fallback)
+
+
+def declare_out(
+    name: str, schema: str, /, *, classic_kernels: bool = False, pair: bool = False, fallback: bool = False
+) -> TaggedOp:
+    """Declare an out= op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
+
+    For libraries whose kernels live per device in backend modules::
+
+        dequant_out = tagged_ops.declare_out(
+            "mylib::dequant.out",
+            "(Tensor A, Tensor absmax, int[] shape, *, Tensor(a!) out) -> Tensor(a!)",
+            classic_kernels=True,  # the backends' kernels fill `out` and return None
+        )
+
+        @torch.library.register_kernel("mylib::dequant.out", "cuda")  # or dequant_out.register_kernel("cuda")
+        def _(A, absmax, shape, out):
+            ...
+
+    ``classic_kernels``, ``pair`` and ``fallback`` as for :func:`declare_inplace` and :func:`define_out`.
+    """
+    return _define("out", name, None, None, None, schema, classic_kernels=classic_kernels, pair=pair, fallback=fallback)

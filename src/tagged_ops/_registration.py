@@ -40,8 +40,9 @@ __all__ = ["Registration", "dispatch_key_for"]
 
 
 def dispatch_key_for(qualname: str, device_type: str | None) -> str:
-    """The dispatch key a kernel for ``device_type`` registers under (None: every device)."""
-    if device_type is None:
+    """The dispatch key a kernel for ``device_type`` registers under (None or ``"default"``: every device,
+    as in ``torch.library.register_kernel``)."""
+    if device_type is None or device_type == "default":
         return "CompositeExplicitAutograd"
     try:
         # torch's own table: "cpu" -> "CPU", and renamed PrivateUse1 backends too
@@ -90,6 +91,7 @@ class Registration:
         self.schema_order = tuple(schema_order)
         self.returns = returns
         self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
+        self.classic_kernels = False  # kernels registered without saying otherwise mutate and return None
         self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
         self._kernel_libs: dict[str, Library] = {}
@@ -130,17 +132,21 @@ class Registration:
 
     # -- kernels -----------------------------------------------------------
 
-    def set_kernel(self, device_type: str | None, fn: Callable[..., Any]) -> None:
-        """Register (or replace) the user's kernel for ``device_type`` (None: every device)."""
+    def set_kernel(self, device_type: str | None, fn: Callable[..., Any], *, classic: bool = False) -> None:
+        """Register (or replace) the user's kernel for ``device_type`` (None: every device).
+
+        A ``classic`` kernel mutates and returns nothing (``(..., out) -> None``, as
+        kernels of untagged ops are written); the op still returns the mutated tensors.
+        """
         if self.lowering is not None:
-            self.lowering.set_kernel(device_type, fn)
+            self.lowering.set_kernel(device_type, fn, classic=classic)
         key = dispatch_key_for(self.sig.qualname, device_type)
         adapter = make_kernel_adapter(
             self.sig,
             fn,
             self.schema_order,
             returns=self.returns,
-            identity_error=self._identity_error(fn),
+            identity_error=None if classic else self._identity_error(fn),
             grad_error=self._direct_grad_error,
             bump_versions=True,
         )

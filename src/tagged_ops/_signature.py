@@ -238,7 +238,7 @@ def lookup_op(namespace: str, opname: str) -> Any:
 
 
 def define_signature(
-    fn: Callable[..., Any],
+    fn: Callable[..., Any] | None,
     qualname: str,
     kind: Kind,
     mutates_args: str | Iterable[str] | None,
@@ -247,10 +247,13 @@ def define_signature(
     """The op's signature, inferred from ``fn`` or read from ``schema=``, with 2.13's checks.
 
     Raises what ``torch.library.custom_op(qualname, fn, mutates_args=...,
-    tags=<kind's tag>, schema=...)`` raises on 2.13, on every release.
+    tags=<kind's tag>, schema=...)`` raises on 2.13, on every release. With no
+    ``fn`` (a declaration, as ``torch.library.define``), ``schema`` is required.
     """
     _, name = parse_qualname(qualname)
     if schema is None:
+        if fn is None:
+            raise TypeError(f"{qualname}: a declaration without a function needs schema=.")
         mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
         text = name + rules.infer_schema(
             fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind
@@ -273,14 +276,30 @@ def define_signature(
     return _signature_from_text(fn, qualname, kind, text)
 
 
-def _signature_from_text(fn: Callable[..., Any], qualname: str, kind: Kind, text: str) -> OpSignature:
+def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kind, text: str) -> OpSignature:
     parsed = torch._C.parse_schema(text)
     # torch's own printing of the parsed schema: one text per argument, "*" aside
     printed = str(parsed)
     arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
     texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
     params = tuple(Param.from_argument(a, t) for a, t in zip(parsed.arguments, texts, strict=True))
-    return OpSignature(qualname, kind, params, inspect.signature(fn))
+    python_signature = inspect.signature(fn) if fn is not None else _python_signature(parsed.arguments)
+    return OpSignature(qualname, kind, params, python_signature)
+
+
+def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
+    """A declared op's Python signature, read from its schema: names, keyword-only, defaults."""
+    kinds = {True: inspect.Parameter.KEYWORD_ONLY, False: inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                a.name,
+                kinds[bool(a.kwarg_only)],
+                default=a.default_value if a.has_default_value() else inspect.Parameter.empty,
+            )
+            for a in arguments
+        ]
+    )
 
 
 def _split_top_level(s: str) -> list[str]:

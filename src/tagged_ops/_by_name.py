@@ -1,0 +1,107 @@
+"""torch.library's registration functions, called with a tagged_ops op's name, reach its handle.
+
+Kernel libraries register kernels by qualified name from modules of their own:
+bitsandbytes' backends, and out-of-tree backends loaded through entry points, call
+``torch.library.register_kernel("ns::op.out", "cuda")(fn)``. Without this module such
+a kernel lands on the dispatcher op directly, past tagged_ops' adapter: on 2.13 the
+op returns what the kernel returns (None for a classic kernel), and the
+compile-time ``__untagged`` twin never gets it.
+
+``torch.library.register_kernel`` / ``register_fake`` / ``register_autograd`` /
+``register_torch_dispatch`` / ``register_vmap`` / ``register_autocast`` (2.4+) first
+ask ``torch._library.custom_ops`` for the op's ``CustomOpDef`` (its ``OPDEFS``
+table, filled by ``custom_op``) and hand the call to it. Each tagged_ops op gets an
+entry there that forwards to its handle, so a registration by name does exactly
+what the handle's method does, on both paths. torch 2.2/2.3 have no such table
+(and no ``register_kernel``): register through the handle there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import _capabilities as caps
+
+if TYPE_CHECKING:
+    from ._handle import TaggedOp
+
+__all__ = ["publish", "withdraw"]
+
+# Strong references: OPDEFS holds its values weakly.
+_ENTRIES: dict[str, Any] = {}
+
+if caps.CUSTOM_OP_DEFS is not None:
+    from torch._library.custom_ops import CustomOpDef
+
+    class _HandleEntry(CustomOpDef):
+        """What ``torch.library`` finds for a tagged_ops op: every registration goes to the handle.
+
+        Built without ``CustomOpDef.__init__``, which would define an op; torch reads
+        only the methods below and ``_abstract_fn`` / ``_opoverload`` of an entry.
+        """
+
+        def __init__(self, handle: TaggedOp) -> None:  # noqa: D107 - no super().__init__: see the class
+            self._handle = handle
+
+        @property
+        def _qualname(self) -> str:  # type: ignore[override]
+            return self._handle.qualname
+
+        @property
+        def _opoverload(self) -> Any:  # type: ignore[override]
+            return self._handle.opoverload
+
+        @property
+        def _abstract_fn(self) -> Callable[..., Any]:  # type: ignore[override]
+            return self._handle._registration._fake_dispatch  # tagged ops always have a fake kernel
+
+        def __repr__(self) -> str:
+            return repr(self._handle)
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self._handle(*args, **kwargs)
+
+        def register_kernel(self, device_types: Any, fn: Callable[..., Any] | None = None, /) -> Any:
+            return self._handle.register_kernel(device_types, fn)
+
+        def register_fake(self, fn: Callable[..., Any], /) -> Callable[..., Any]:
+            return self._handle.register_fake(fn)  # type: ignore[no-any-return]
+
+        def register_autograd(
+            self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
+        ) -> None:
+            self._handle.register_autograd(backward, setup_context=setup_context)
+
+        def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Callable[..., Any] | None = None, /) -> Any:
+            return self._handle.register_torch_dispatch(torch_dispatch_class, fn)
+
+        def register_vmap(self, fn: Callable[..., Any] | None = None, /) -> Any:
+            return self._handle.register_vmap(fn)
+
+        def register_autocast(self, device_type: str, cast_inputs: Any, /) -> None:
+            self._handle.register_autocast(device_type, cast_inputs)
+
+        def register_effect(self, effect: Any) -> None:
+            pass  # torch.library.register_effectful_op registers the effect itself afterwards
+
+        def set_kernel_enabled(self, device_type: str, enabled: bool = True) -> Any:
+            raise NotImplementedError(
+                f"{self._qualname}: set_kernel_enabled is not supported for tagged_ops ops; "
+                "register another kernel with register_kernel instead."
+            )
+
+
+def publish(handle: TaggedOp) -> None:
+    """Make ``torch.library``'s functions, given ``handle``'s qualified name, call ``handle``."""
+    if caps.CUSTOM_OP_DEFS is None:
+        return
+    entry = _HandleEntry(handle)
+    _ENTRIES[handle.qualname] = entry
+    caps.CUSTOM_OP_DEFS[handle.qualname] = entry
+
+
+def withdraw(qualname: str) -> None:
+    """Forget ``qualname``'s entry (its definition is gone)."""
+    entry = _ENTRIES.pop(qualname, None)
+    if entry is not None and caps.CUSTOM_OP_DEFS is not None and caps.CUSTOM_OP_DEFS.get(qualname) is entry:
+        del caps.CUSTOM_OP_DEFS[qualname]
