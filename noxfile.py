@@ -8,6 +8,8 @@
     python -m nox -s tests-installed    # the torch of this python, nothing installed
     nox -s compat_matrix                # regenerate compat_matrix.md from results/*.json
     nox -s compat_matrix -- --check     # fail if compat_matrix.md is stale
+    nox -t downstream                   # bitsandbytes' own tests, unported and ported (needs a checkout:
+                                        # TAGGED_OPS_BNB_CHECKOUT, see downstream/bitsandbytes/run.py)
 
 Environment switches:
 
@@ -123,6 +125,59 @@ for _release in RELEASES:
 # The newest native release once more with the fallback forced for the whole run,
 # as a library author would test their old-torch path on a new torch.
 _release_session("2.13.0", fallback=True)
+
+
+# A real library ported by docs/adopting.md: bitsandbytes' own tests (test_ops.py and its
+# Linear4bit compile tests, CPU), unported and ported, compared test by test. Not in `nox -t ci`:
+# about 20 minutes a session on 2 cores; the workflow runs it as a job of its own.
+DOWNSTREAM = {"2.4.1": [False], "2.13.0": [False, True]}  # release -> fallback forced?
+BNB_CHECKOUT_ENV_VAR = "TAGGED_OPS_BNB_CHECKOUT"
+
+
+def _downstream_session(release: str, *, fallback: bool) -> None:
+    name = f"downstream-bitsandbytes-{release}" + ("-fallback" if fallback else "")
+
+    @nox.session(name=name, python=python_for(release), tags=["downstream"], reuse_venv=False)
+    def session(session: nox.Session) -> None:
+        checkout = os.environ.get(BNB_CHECKOUT_ENV_VAR)
+        if not checkout:
+            session.error(
+                f"{BNB_CHECKOUT_ENV_VAR} must name a checkout of bitsandbytes' repository at the commit "
+                "downstream/bitsandbytes/run.py pins (its tests are not in the wheel)"
+            )
+        sys.path.insert(0, str(ROOT / "downstream" / "bitsandbytes"))
+        try:
+            from run import BITSANDBYTES
+        finally:
+            sys.path.pop(0)
+        try:
+            install_torch(
+                session,
+                release,
+                f"bitsandbytes=={BITSANDBYTES}",
+                "pytest",
+                "pytest-xdist",
+                "numpy",
+                "scipy",
+                "einops",
+                "setuptools",
+            )
+            session.install("--no-deps", "-e", str(ROOT))
+            result = _results_dir() / "downstream" / f"bitsandbytes-{release}{'-fallback' if fallback else ''}.json"
+            flags = ["--fallback"] if fallback else []
+            session.run("python", str(ROOT / "downstream" / "bitsandbytes" / "run.py"), checkout, str(result), *flags)
+        finally:
+            if not env_flag("TAGGED_OPS_KEEP_ENVS"):
+                shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+    session.__doc__ = f"bitsandbytes' own tests on torch {release}, unported and ported" + (
+        " (TAGGED_OPS_FALLBACK=1)." if fallback else "."
+    )
+
+
+for _release, _paths in DOWNSTREAM.items():
+    for _fallback in _paths:
+        _downstream_session(_release, fallback=_fallback)
 
 
 @nox.session(name="tests-installed", python=False)

@@ -1,0 +1,114 @@
+"""Run bitsandbytes' own tests unported and ported to tagged_ops, and compare them test by test.
+
+    python downstream/bitsandbytes/run.py CHECKOUT RESULT_JSON [--fallback]
+
+Called by ``nox -s downstream-bitsandbytes-<release>[-fallback]`` inside an environment
+that has torch, bitsandbytes (the release ``port.patch`` was written against) and
+tagged_ops installed. ``CHECKOUT`` is a checkout of bitsandbytes' repository at
+``PINNED_COMMIT`` (its tests are not in the wheel). The script runs the tests
+against the installed bitsandbytes as released, applies ``port.patch`` (the port
+docs/adopting.md describes) to the installed copy, runs them again, restores the
+file, and writes both tallies and every test whose outcome changed to
+``RESULT_JSON``. It exits 1 when the ported run passes fewer tests than the unported one
+or fails any. Each run compiles into an Inductor cache of its own (the ported ops
+share names with the unported ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PATCH = HERE / "port.patch"
+BITSANDBYTES = "0.50.2"
+# bitsandbytes-foundation/bitsandbytes main after 0.50.1; its bitsandbytes/ equals the 0.50.2 wheel's but for __version__
+PINNED_COMMIT = "95f9af309d4d5793847169c39288dcd3fcbdf564"
+TESTS = ["tests/test_ops.py", "tests/test_linear4bit.py::test_linear4bit_torch_compile"]
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    outcomes = {}
+    for case in ET.parse(junit).iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+        outcomes[name] = outcome
+    return outcomes
+
+
+def _tally(outcomes: dict[str, str]) -> dict[str, int]:
+    kinds = ("passed", "failed", "skipped", "xfailed")
+    return {k: sum(1 for o in outcomes.values() if o == k) for k in kinds}
+
+
+def _run(checkout: Path, label: str, workers: str, env: dict[str, str]) -> dict[str, str]:
+    junit = Path(tempfile.mkdtemp(prefix=f"bnb-{label}-")) / "junit.xml"
+    run_env = {**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"bnb-inductor-{label}-")}
+    command = [sys.executable, "-m", "pytest", *TESTS, "-q", "-p", "no:cacheprovider", "-n", workers]
+    print(f"[{label}]", " ".join(command), flush=True)
+    subprocess.run([*command, f"--junitxml={junit}"], cwd=checkout, env=run_env, check=False)
+    return _outcomes(junit)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("checkout", type=Path)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--fallback", action="store_true", help="the ported run with TAGGED_OPS_FALLBACK=1")
+    parser.add_argument("--workers", default="2")
+    args = parser.parse_args()
+
+    import bitsandbytes
+    import torch
+
+    import tagged_ops
+
+    if bitsandbytes.__version__ != BITSANDBYTES:
+        sys.exit(f"port.patch is for bitsandbytes {BITSANDBYTES}; {bitsandbytes.__version__} is installed")
+    head = subprocess.run(["git", "-C", str(args.checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.stdout.strip() != PINNED_COMMIT:
+        sys.exit(f"{args.checkout} is not a checkout of bitsandbytes at {PINNED_COMMIT}")
+
+    unported = _run(args.checkout, "unported", args.workers, {})
+    ops_py = Path(bitsandbytes.__file__).parent / "_ops.py"
+    saved = ops_py.with_suffix(".py.unported")
+    shutil.copy2(ops_py, saved)
+    try:
+        subprocess.run(["patch", "-p1", "-d", str(ops_py.parent.parent), "-i", str(PATCH)], check=True)
+        env = {"TAGGED_OPS_FALLBACK": "1"} if args.fallback else {}
+        ported = _run(args.checkout, "ported", args.workers, env)
+    finally:
+        shutil.move(saved, ops_py)
+
+    changed = {name: f"{unported.get(name, 'absent')} -> {o}" for name, o in ported.items() if unported.get(name) != o}
+    result = {
+        "torch": torch.__version__.split("+")[0],
+        "path": "fallback" if args.fallback or not tagged_ops.NATIVE_TAGS else "native",
+        "bitsandbytes": BITSANDBYTES,
+        "bitsandbytes_tests_commit": PINNED_COMMIT,
+        "tests": TESTS,
+        "unported": _tally(unported),
+        "ported": _tally(ported),
+        "changed": changed,
+    }
+    args.result.parent.mkdir(parents=True, exist_ok=True)
+    args.result.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(result, indent=1, sort_keys=True))
+    worse = result["ported"]["passed"] < result["unported"]["passed"] or result["ported"]["failed"] > 0
+    return 1 if worse or not unported else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
