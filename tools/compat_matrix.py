@@ -204,6 +204,31 @@ def generate() -> str:
                 lines.append(
                     f"| {b['torch']} | {label} | {t['tagged_ops']} | {untagged} | {t.get('raw tagged', 'n/a (no native tags)')} | {'n/a' if ratio is None else ratio} |"
                 )
+    lines += ["", "## Downstream: bitsandbytes' own tests, ported by docs/adopting.md (`nox -t downstream`)", ""]
+    downstream = sorted((RESULTS / "downstream").glob("*.json"), key=lambda p: (Version(_load(p)["torch"]), p.stem))
+    if not downstream:
+        lines.append("not run")
+    else:
+        lines.append(
+            "bitsandbytes' `tests/test_ops.py` and `tests/test_linear4bit.py::test_linear4bit_torch_compile` (CPU), run "
+            "against the released package and again with `downstream/bitsandbytes/port.patch` applied (its four `.out` "
+            "ops declared with `tagged_ops.declare_out`, its backends unchanged). Tallies are passed / failed / "
+            "skipped / xfailed; \"changed\" lists every test whose outcome differs between the two runs."
+        )
+        lines.append("")
+        lines.append("| torch | tagged_ops path | bitsandbytes (tests at) | unported | ported | changed |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for p in downstream:
+            d = _load(p)
+
+            def tally(t: dict[str, int]) -> str:
+                return f"{t['passed']} / {t['failed']} / {t['skipped']} / {t['xfailed']}"
+
+            changed = "<br>".join(f"`{k}`: {v}" for k, v in sorted(d["changed"].items())) or "none"
+            lines.append(
+                f"| {d['torch']} | {d['path']} | {d['bitsandbytes']} ({d['bitsandbytes_tests_commit'][:10]}) | "
+                f"{tally(d['unported'])} | {tally(d['ported'])} | {changed} |"
+            )
     notes = ROOT / "tools" / "compat_notes.md"
     if notes.exists():
         lines += ["", notes.read_text().rstrip()]
