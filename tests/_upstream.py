@@ -20,9 +20,6 @@ UNTAGGED_TWIN_GRAPHS = (
 )
 LEAF_REFUSED = "an in-place call on a leaf that requires grad is refused up front, as ATen in-place ops do"
 FAKE_RETURN_IGNORED = "a registered fake's return value is ignored: the op returns its mutated tensors"
-REGISTER_AUTOGRAD_NAMES_UNTAGGED = (
-    "on the fallback path torch.library.register_autograd(qualname, ...) names the untagged op, which accepts it"
-)
 
 
 def rendered(schema: str) -> str:

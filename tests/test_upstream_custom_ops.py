@@ -23,7 +23,7 @@ import tagged_ops
 from tagged_ops import _capabilities as caps
 from tagged_ops._switches import fallback_forced
 
-from ._upstream import FAKE_RETURN_IGNORED, LEAF_REFUSED, REGISTER_AUTOGRAD_NAMES_UNTAGGED
+from ._upstream import FAKE_RETURN_IGNORED, LEAF_REFUSED
 
 
 def _mul_(
@@ -201,7 +201,7 @@ def test_handle_register_autograd_is_refused(path: str, ns: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["inplace", "out"])
-def test_library_register_autograd_is_refused(request: pytest.FixtureRequest, path: str, ns: str, kind: str) -> None:
+def test_library_register_autograd_is_refused(path: str, ns: str, kind: str) -> None:
     if not hasattr(torch.library, "register_autograd"):
         pytest.skip(f"torch {torch.__version__} has no torch.library.register_autograd")
     if kind == "inplace":
@@ -210,8 +210,6 @@ def test_library_register_autograd_is_refused(request: pytest.FixtureRequest, pa
     else:
         op = tagged_ops.define_out(f"{ns}::mul.out", _mul_out)
         expected = f"Cannot register autograd formula for operator tagged with torch.Tag.out: {op.opoverload}."
-        if not op.is_native:
-            request.applymarker(pytest.mark.xfail(reason=REGISTER_AUTOGRAD_NAMES_UNTAGGED, strict=True))
     with pytest.raises(RuntimeError) as info:
         torch.library.register_autograd(op.qualname, lambda ctx, g: g)
     assert str(info.value).startswith(expected)

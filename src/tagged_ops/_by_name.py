@@ -70,7 +70,8 @@ if caps.CUSTOM_OP_DEFS is not None:
         def register_autograd(
             self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
         ) -> None:
-            self._handle.register_autograd(backward, setup_context=setup_context)
+            # torch.library.register_autograd's own sentence, which names the OpOverload
+            raise self._handle._autograd_refusal(self._handle.opoverload)
 
         def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Callable[..., Any] | None = None, /) -> Any:
             return self._handle.register_torch_dispatch(torch_dispatch_class, fn)

@@ -206,13 +206,17 @@ class TaggedOp:
         self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
     ) -> None:
         """Refused, as on 2.13: mutable ops have no autograd formula."""
+        raise self._autograd_refusal(self)
+
+    def _autograd_refusal(self, named: object) -> RuntimeError:
+        """2.13's refusal, naming the op as ``named`` prints (the handle, or the OpOverload for torch.library)."""
         if self.kind == "out":
-            raise RuntimeError(
-                f"Cannot register autograd formula for operator tagged with torch.Tag.out: {self}. "
+            return RuntimeError(
+                f"Cannot register autograd formula for operator tagged with torch.Tag.out: {named}. "
                 "Out variants do not support autograd."
             )
-        raise RuntimeError(
-            f"Cannot register autograd formula for non-functional operator {self} with schema "
+        return RuntimeError(
+            f"Cannot register autograd formula for non-functional operator {named} with schema "
             f"{self._registration.op._schema}. Please create a functional operator and register "
             "an autograd formula for that."
         )
