@@ -213,7 +213,7 @@ def generate() -> str:
             "bitsandbytes' `tests/test_ops.py` and `tests/test_linear4bit.py::test_linear4bit_torch_compile` (CPU), run "
             "against the released package and again with `downstream/bitsandbytes/port.patch` applied (its four `.out` "
             "ops declared with `tagged_ops.declare_out`, its backends unchanged). Tallies are passed / failed / "
-            "skipped / xfailed; \"changed\" lists every test whose outcome differs between the two runs."
+            'skipped / xfailed; "changed" lists every test whose outcome differs between the two runs.'
         )
         lines.append("")
         lines.append("| torch | tagged_ops path | bitsandbytes (tests at) | unported | ported | changed |")
