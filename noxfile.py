@@ -215,7 +215,7 @@ def compat_matrix(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (check and format --check) and mypy over the package; actionlint and zizmor over the CI workflow (offline)."""
     session.install("ruff", "mypy", "numpy", "torch==2.13.0", "zizmor")
-    sources = ["src", "tests", "benchmarks", "tools", "noxfile.py", "examples"]
+    sources = ["src", "tests", "benchmarks", "tools", "noxfile.py", "examples", "downstream"]
     session.run("ruff", "check", *sources)
     session.run("ruff", "format", "--check", *sources)
     session.run("mypy", "src/tagged_ops")
