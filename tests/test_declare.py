@@ -231,3 +231,23 @@ def test_direct_keyword_out_call_compiles(path: str, ns: str, request: pytest.Fi
     assert_compiled_matches_eager(
         lambda A, o: op(*_args(A * 2), out=o[1]), lambda: (torch.arange(6.0), torch.zeros(2, 2, 3, dtype=torch.float64))
     )
+
+
+def test_vmap_rule_registered_by_name_reaches_the_handle(path: str, ns: str) -> None:
+    if not hasattr(torch.library, "register_vmap"):
+        pytest.skip(f"torch {torch.__version__} has no torch.library.register_vmap")
+    op = tagged_ops.declare_inplace(f"{ns}::sin_", "(Tensor(a!) x) -> Tensor(a!)")
+    op.register_kernel("default", lambda x: x.sin_())
+    calls = []
+
+    def rule(info: Any, in_dims: Any, x: Tensor) -> Any:  # written for 2.13, as for the handle
+        calls.append(in_dims)
+        x.sin_()
+        return x, in_dims[0]
+
+    torch.library.register_vmap(op.qualname, rule)
+    xs = torch.randn(3, 4)
+    expected = xs.sin()
+    torch.vmap(op)(xs)
+    torch.testing.assert_close(xs, expected)
+    assert calls == [(0,)]

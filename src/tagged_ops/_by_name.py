@@ -18,14 +18,15 @@ what the handle's method does, on both paths. torch 2.2/2.3 have no such table
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import contextlib
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import _capabilities as caps
 
 if TYPE_CHECKING:
     from ._handle import TaggedOp
 
-__all__ = ["publish", "withdraw"]
+__all__ = ["on_the_dispatcher", "publish", "withdraw"]
 
 # Strong references: OPDEFS holds its values weakly.
 _ENTRIES: dict[str, Any] = {}
@@ -106,3 +107,18 @@ def withdraw(qualname: str) -> None:
     entry = _ENTRIES.pop(qualname, None)
     if entry is not None and caps.CUSTOM_OP_DEFS is not None and caps.CUSTOM_OP_DEFS.get(qualname) is entry:
         del caps.CUSTOM_OP_DEFS[qualname]
+
+
+@contextlib.contextmanager
+def on_the_dispatcher(qualname: str) -> Iterator[None]:
+    """While the handle itself registers through ``torch.library`` by name: the dispatcher op, not the handle.
+
+    Without this, ``torch.library.register_vmap(qualname, ...)`` called by the handle
+    would find the handle's entry and hand the call straight back to it.
+    """
+    entry = caps.CUSTOM_OP_DEFS.pop(qualname, None) if caps.CUSTOM_OP_DEFS is not None else None
+    try:
+        yield
+    finally:
+        if entry is not None:
+            caps.CUSTOM_OP_DEFS[qualname] = entry

@@ -239,9 +239,10 @@ class TaggedOp:
                     def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
                         f(mode, func, types, args, kwargs)
 
-                torch.library.register_torch_dispatch(
-                    self._registration.qualname, torch_dispatch_class, rule, lib=self._registration.lib
-                )
+                with _by_name.on_the_dispatcher(self._registration.qualname):
+                    torch.library.register_torch_dispatch(
+                        self._registration.qualname, torch_dispatch_class, rule, lib=self._registration.lib
+                    )
                 return f
 
             return inner if fn is None else inner(fn)
@@ -264,7 +265,8 @@ class TaggedOp:
                         f(info, in_dims, *args, **kwargs)
                         return None, None
 
-                torch.library.register_vmap(self._registration.qualname, rule, lib=self._registration.lib)
+                with _by_name.on_the_dispatcher(self._registration.qualname):
+                    torch.library.register_vmap(self._registration.qualname, rule, lib=self._registration.lib)
                 return f
 
             return inner if fn is None else inner(fn)
@@ -275,7 +277,8 @@ class TaggedOp:
             """As ``torch.library.register_autocast``."""
             reg: Registration | None = self._registration
             while reg is not None:  # the compile-time lowering op too
-                torch.library.register_autocast(reg.qualname, device_type, cast_inputs, lib=reg.lib)
+                with _by_name.on_the_dispatcher(reg.qualname):
+                    torch.library.register_autocast(reg.qualname, device_type, cast_inputs, lib=reg.lib)
                 reg = reg.lowering
 
 
