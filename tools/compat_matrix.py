@@ -102,6 +102,11 @@ def _methods(result: dict[str, Any]) -> str:
     return ", ".join(sorted(methods))
 
 
+def _tally(t: dict[str, int]) -> str:
+    """A downstream run's counts: passed / failed / skipped / xfailed."""
+    return f"{t['passed']} / {t['failed']} / {t['skipped']} / {t['xfailed']}"
+
+
 def _bench_files(kind: str) -> list[Path]:
     """results/bench/<kind>-<release>.json, oldest release first."""
     files = (RESULTS / "bench").glob(f"{kind}-*.json")
@@ -205,7 +210,9 @@ def generate() -> str:
                     f"| {b['torch']} | {label} | {t['tagged_ops']} | {untagged} | {t.get('raw tagged', 'n/a (no native tags)')} | {'n/a' if ratio is None else ratio} |"
                 )
     lines += ["", "## Downstream: bitsandbytes' own tests, ported by docs/adopting.md (`nox -t downstream`)", ""]
-    downstream = sorted((RESULTS / "downstream").glob("*.json"), key=lambda p: (Version(_load(p)["torch"]), p.stem))
+    downstream = sorted(
+        (_load(p) for p in (RESULTS / "downstream").glob("*.json")), key=lambda d: (Version(d["torch"]), d["path"])
+    )
     if not downstream:
         lines.append("not run")
     else:
@@ -218,16 +225,11 @@ def generate() -> str:
         lines.append("")
         lines.append("| torch | tagged_ops path | bitsandbytes (tests at) | unported | ported | changed |")
         lines.append("| --- | --- | --- | --- | --- | --- |")
-        for p in downstream:
-            d = _load(p)
-
-            def tally(t: dict[str, int]) -> str:
-                return f"{t['passed']} / {t['failed']} / {t['skipped']} / {t['xfailed']}"
-
+        for d in downstream:
             changed = "<br>".join(f"`{k}`: {v}" for k, v in sorted(d["changed"].items())) or "none"
             lines.append(
                 f"| {d['torch']} | {d['path']} | {d['bitsandbytes']} ({d['bitsandbytes_tests_commit'][:10]}) | "
-                f"{tally(d['unported'])} | {tally(d['ported'])} | {changed} |"
+                f"{_tally(d['unported'])} | {_tally(d['ported'])} | {changed} |"
             )
     notes = ROOT / "tools" / "compat_notes.md"
     if notes.exists():
