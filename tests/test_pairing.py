@@ -158,3 +158,8 @@ def test_inductor_out_variant_lowering_bug_canary(kind: str) -> None:
     if caps.OUT_VARIANT_PAIRING is None:
         pytest.skip(f"torch {torch.__version__}'s Inductor pairs no out variants")
     assert _pairing.lowering_passes(kind) is False
+
+
+def test_out_without_a_functional_op_is_not_paired(path: str, ns: str) -> None:
+    op = tagged_ops.declare_out(f"{ns}::solo.out", "(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", pair=True)
+    assert op.paired is False

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from . import _capabilities as caps
+from ._signature import lookup_op
 
 __all__ = ["forget", "is_paired", "permit"]
 
@@ -55,8 +56,8 @@ def is_paired(out_op: Any) -> bool:
     """Whether Inductor lowers compiled calls of the functional op of ``out_op``'s packet to ``out_op``."""
     if caps.OUT_VARIANT_PAIRING is None or out_op is None:
         return False
-    functional = getattr(getattr(torch.ops, out_op.namespace), out_op._schema.name.split("::")[1]).default
     try:
+        functional = lookup_op(out_op.namespace, out_op._schema.name.split("::")[1])
         return bool(caps.OUT_VARIANT_PAIRING.to_out_variant(functional) is out_op)
     except (AttributeError, RuntimeError):  # no functional op, or one that mutates
         return False
