@@ -167,15 +167,18 @@ def make_handle_call(
     schema_order: Sequence[Param],
     autograd_call: Callable[..., None] | None,
     compiled_call: Callable[..., None],
+    grad_error: Callable[[], Exception] | None = None,
 ) -> Callable[..., Any]:
     """The handle's ``__call__``: the handle and the user's signature in, the mutated tensor(s) out.
 
     Generated with the user's parameter list, so Python binds the arguments (and
     its TypeError names the op). Eager calls go straight to the C++ entry point
     (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
-    ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Without an
-    ``autograd_call``, the kernel's own refusal is the op's whole autograd
-    behaviour, and the handle does not ask the question a second time.
+    ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Calls under
+    autograd of an op without an ``autograd_call`` (out=) raise ``grad_error``: the
+    kernel refuses them too, but under ``torch.func.grad`` / ``vjp`` it sees the
+    tensors functorch has unwrapped, which never require grad (native refuses in
+    its Autograd kernel, a Python frame per call that the handle saves).
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -186,12 +189,15 @@ def make_handle_call(
         _Tensor=torch.Tensor,
         _autograd_call=autograd_call,
         _compiled_call=compiled_call,
+        _grad_error=grad_error,
     )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
-    autograd = ""  # out= ops: the kernel refuses, with 2.13's error
+    autograd = ""
     if autograd_call is not None:
         autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        _autograd_call({args})\n"
+    elif grad_error is not None:
+        autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        raise _grad_error()\n"
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
         f"def _generated(_tagged_ops_handle, /, {_param_list(sig.params, exprs)}):\n"
         f"    if _compiling():\n"

@@ -61,11 +61,15 @@ class _NoAutogradFormula(torch.autograd.Function):
     makes every backward through the mutation raise.
     """
 
+    # forward and setup_context apart: torch.func's transforms accept only this form
     @staticmethod
-    def forward(ctx: Any, message: str, x: torch.Tensor, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
-        ctx.message = message
-        ctx.mark_dirty(x)
+    def forward(message: str, x: torch.Tensor, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
         return x
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.message = inputs[0]
+        ctx.mark_dirty(inputs[1])
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
@@ -119,7 +123,6 @@ class Registration:
         # handle uses its lowering's twin.
         if not tags:
             self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
-        # out=: the kernel's refusal is 2.13's error, so the handle need not ask first.
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
@@ -129,7 +132,8 @@ class Registration:
             functional=self.functional if lowering is None else lowering.functional,
             autograd_call=autograd_call,
         )
-        self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call)
+        grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
+        self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error)
         self.bind = make_binder(sig, self.schema_order)
 
     # -- kernels -----------------------------------------------------------
