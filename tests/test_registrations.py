@@ -99,3 +99,66 @@ def test_a_functional_twin_is_defined_with_its_untagged_op_and_asking_defines_no
     packets = set(vars(getattr(torch.ops, ns)))
     FunctionalTwin.needed(), FunctionalTwin.needed_for_views()  # questions only
     assert set(vars(getattr(torch.ops, ns))) == packets
+
+
+def _autocast_ops(ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:
+    @tagged_ops.define_out(f"{ns}::mul_out")
+    def mul_out(x: Tensor, y: Tensor, *, out: Tensor) -> Tensor:
+        assert x.dtype == y.dtype == torch.bfloat16, "inputs are cast"
+        torch.mul(x, y, out=out)
+        return out
+
+    @tagged_ops.define_inplace(f"{ns}::add_")
+    def add_(x: Tensor, y: Tensor) -> Tensor:
+        assert x.dtype == torch.float32 and y.dtype == torch.bfloat16, "only what the op reads is cast"
+        x.add_(y)
+        return x
+
+    for op in (mul_out, add_):
+        op.register_autocast("cpu", torch.bfloat16)
+    return mul_out, add_
+
+
+@pytest.mark.skipif(not has_custom_op_method("register_autocast"), reason="this torch has no register_autocast")
+def test_register_autocast_writes_the_callers_tensors(path: str, ns: str) -> None:
+    """Before: the fallback wrote a cast copy of the out buffer (the buffer stayed unwritten), native
+    refused out= ops, and in-place ops mutated a cast copy on both paths (native too)."""
+    mul_out, add_ = _autocast_ops(ns)
+    x, y = torch.full((3,), 1.5), torch.full((3,), 3.0)
+    out, acc = torch.zeros(3), torch.ones(3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mul_out(x, y, out=out) is out
+        assert add_(acc, y) is acc
+    assert out.dtype == acc.dtype == torch.float32
+    torch.testing.assert_close(out, torch.full((3,), 4.5))
+    torch.testing.assert_close(acc, torch.full((3,), 4.0))
+    # torch.library.register_autocast by name comes to the same rule
+    torch.library.register_autocast(mul_out.qualname, "cpu", torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mul_out(x, y, out=out.zero_())
+    torch.testing.assert_close(out, torch.full((3,), 4.5))
+
+
+@pytest.mark.skipif(not has_custom_op_method("register_autocast"), reason="this torch has no register_autocast")
+def test_register_autocast_compiled_equals_eager_on_views(path: str, ns: str) -> None:
+    mul_out, add_ = _autocast_ops(ns)
+
+    def f(x: Tensor, out: Tensor, acc: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mul_out(x[1:], x[:-1], out=out[1:])  # views of inputs
+            t = x * 2 + 1  # an intermediate, and views of it
+            add_(t[:3], x[2:5])
+            mul_out(t[::2], t[1::2], out=acc[:3])
+            add_(acc[1:], out[:-1])
+        return out, acc, t
+
+    def inputs() -> tuple[Tensor, Tensor, Tensor]:
+        return torch.linspace(-1, 1, 6), torch.zeros(6), torch.ones(6)
+
+    expected = f(*inputs())
+    got_inputs = inputs()
+    got = torch.compile(f, fullgraph=True)(*got_inputs)
+    for e, g in zip(expected, got, strict=True):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(got_inputs[1], expected[0])
+    torch.testing.assert_close(got_inputs[2], expected[1])

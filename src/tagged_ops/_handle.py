@@ -276,12 +276,10 @@ class TaggedOp:
     if caps.has_custom_op_method("register_autocast"):
 
         def register_autocast(self, device_type: str, cast_inputs: torch.dtype, /) -> None:
-            """As ``torch.library.register_autocast``."""
-            reg: Registration | None = self._registration
-            while reg is not None:  # the compile-time lowering op too
-                with _by_name.on_the_dispatcher(reg.qualname):
-                    torch.library.register_autocast(reg.qualname, device_type, cast_inputs, lib=reg.lib)
-                reg = reg.lowering
+            """As ``torch.library.register_autocast``: inside ``torch.autocast(device_type)`` the op's
+            floating inputs are cast to ``cast_inputs``. What the op writes (the out buffers, an
+            in-place op's first argument) is never cast: the op writes the caller's tensors."""
+            self._registration.set_autocast(device_type, cast_inputs)
 
 
 def _device_list(device_types: Devices) -> list[str | None]:

@@ -165,6 +165,46 @@ class Registration:
         fragment.impl(self.opname, adapter, key)
         self._kernel_libs[key] = fragment
 
+    def set_autocast(self, device_type: str, cast_inputs: torch.dtype) -> None:
+        """Under ``torch.autocast(device_type)``, run the op with its floating inputs cast to ``cast_inputs``.
+
+        As ``torch.library.register_autocast``, except that what the op writes is
+        never cast: torch's rule casts every floating Tensor, so an out buffer
+        became a cast copy that the op wrote instead of the buffer (fallback path;
+        native 2.13 refuses keyword arguments), and an in-place op mutated a copy.
+        """
+        if self.lowering is not None:
+            self.lowering.set_autocast(device_type, cast_inputs)
+        key = f"Autocast{torch._C._dispatch_key_for_device(device_type)}"
+        if not hasattr(torch._C.DispatchKey, key):
+            raise ValueError(f"{self.sig.qualname}: device type {device_type!r} does not support autocast")
+        exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+        positional = [p for p in self.schema_order if not p.keyword_only]
+        written_at = {i for i, p in enumerate(positional) if p.mutated}
+        written = {p.name for p in self.schema_order if p.mutated}
+        op = self.op
+
+        def cast(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                eligible = value.is_floating_point() and value.device.type == device_type
+                return value.to(cast_inputs) if eligible and value.dtype is not torch.float64 else value
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(v) for v in value)
+            return value
+
+        def autocast_kernel(*args: Any, **kwargs: Any) -> Any:
+            with torch._C._ExcludeDispatchKeyGuard(exclude):
+                args = tuple(a if i in written_at else cast(a) for i, a in enumerate(args))
+                kwargs = {k: v if k in written else cast(v) for k, v in kwargs.items()}
+                return op(*args, **kwargs)
+
+        previous = self._kernel_libs.pop(key, None)
+        if previous is not None:
+            caps.destroy_library(previous)
+        fragment = Library(self.sig.namespace, "FRAGMENT")
+        fragment.impl(self.opname, autocast_kernel, key)
+        self._kernel_libs[key] = fragment
+
     def set_fake(self, fn: Callable[..., Any]) -> None:
         if self.lowering is not None:
             self.lowering.set_fake(fn)
