@@ -208,3 +208,47 @@ def test_definition_failing_midway_leaves_every_name_free(
     x = torch.ones(2)
     assert op(x) is x and torch.equal(x, -torch.ones(2))
     torch.testing.assert_close(torch.compile(op, fullgraph=True)(torch.ones(2)), -torch.ones(2))
+
+
+def _call_in_worker(op: tagged_ops.TaggedOp) -> list[float]:
+    x = torch.ones(2)
+    return op(x, out=torch.empty(2)).tolist()
+
+
+def test_handles_pickle_by_name_into_spawned_workers(
+    path: str, ns: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """A handle in a spawn-start DataLoader's Dataset or a Pool's arguments: the worker imports the
+    defining module and gets its own handle (before: PicklingError, native custom_op too)."""
+    import multiprocessing
+    import pickle
+
+    module = tmp_path / f"{ns}_pickled.py"
+    module.write_text(
+        textwrap.dedent(
+            f"""
+            import torch
+            import tagged_ops
+
+            @tagged_ops.define_out("{ns}::triple_out")
+            def triple_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+                torch.mul(x, 3, out=out)
+                return out
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    op = importlib.import_module(f"{ns}_pickled").triple_out
+    assert pickle.loads(pickle.dumps(op)) is op
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_call_in_worker, (op,)) == [3.0, 3.0]
+    sys.modules.pop(f"{ns}_pickled", None)
+
+
+def test_unpickling_a_handle_whose_op_is_not_defined_says_so(ns: str) -> None:
+    import pickle
+
+    from tagged_ops._handle import _handle_named
+
+    with pytest.raises(pickle.UnpicklingError, match=f"{ns}::gone: no op of that name is defined in this process"):
+        _handle_named(f"{ns}::gone", "tagged_ops")

@@ -9,6 +9,8 @@ the newest definition too (see ``_anchor.py``).
 
 from __future__ import annotations
 
+import importlib
+import pickle
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar, overload
@@ -110,6 +112,11 @@ class TaggedOp:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TaggedOp:
         return self
+
+    # Pickled by name, as functions are: a spawn worker (DataLoader, Pool) gets the handle
+    # of the op its own import of the defining module defined, not a copy of ours.
+    def __reduce__(self) -> tuple[Callable[..., TaggedOp], tuple[str, str]]:
+        return _handle_named, (self.qualname, self.__module__)
 
     # -- what it is ----------------------------------------------------------
 
@@ -280,6 +287,18 @@ class TaggedOp:
             floating inputs are cast to ``cast_inputs``. What the op writes (the out buffers, an
             in-place op's first argument) is never cast: the op writes the caller's tensors."""
             self._registration.set_autocast(device_type, cast_inputs)
+
+
+def _handle_named(qualname: str, module: str) -> TaggedOp:
+    """The live handle of ``qualname``, importing ``module`` (where it was defined) if this process has none."""
+    if not _HANDLES.get(qualname):
+        importlib.import_module(module)
+    for handle in _HANDLES.get(qualname, ()):
+        return handle
+    raise pickle.UnpicklingError(
+        f"{qualname}: no op of that name is defined in this process, and importing {module!r} did not "
+        "define it; define the op before unpickling a handle to it."
+    )
 
 
 def _device_list(device_types: Devices) -> list[str | None]:
