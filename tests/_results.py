@@ -35,6 +35,7 @@ AREAS = {
     "test_compile": "compile",
     "test_cache_switch": "compile",
     "test_lowering": "compile",
+    "test_clone_hazard": "compile",
     "test_export": "export",
     "test_testing_kit": "testing kit",
     "test_nox_helper": "testing kit",
@@ -51,6 +52,8 @@ AREAS = {
 
 
 _AREA_PATH = "tagged_ops_area_path"
+#: properties tests record about this torch (``record_property``), written to the results file
+FACTS = ("compiler_drops_a_read_clone",)
 
 
 class ResultsRecorder:
@@ -60,6 +63,7 @@ class ResultsRecorder:
         self.failures: list[str] = []
         self.skip_reasons: dict[str, int] = defaultdict(int)
         self.paths: dict[str, Any] | None = None
+        self.facts: dict[str, Any] = {}  # measured properties of this torch, from tests' record_property
 
     @staticmethod
     def _classify(item: pytest.Item) -> tuple[str, str]:
@@ -80,6 +84,9 @@ class ResultsRecorder:
         properties = dict(report.user_properties)
         if "tagged_ops_paths" in properties:  # tests/test_main_job.py ran the self-check on every path
             self.paths = properties["tagged_ops_paths"]
+        for name in FACTS:
+            if name in properties:
+                self.facts[name] = properties[name]
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             area, path = properties.get(_AREA_PATH, ("other", "any"))
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome
@@ -126,6 +133,7 @@ class ResultsRecorder:
             "failures": self.failures,
             "skip_reasons": dict(self.skip_reasons),
             "exitstatus": int(exitstatus),
+            "facts": self.facts,
         }
         os.makedirs(os.path.dirname(os.path.abspath(self.target)), exist_ok=True)
         with open(self.target, "w") as f:

@@ -101,6 +101,7 @@ def make_compiled_call(
     lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
     functional: FunctionalTwin | None = None,
     autograd_call: Callable[..., None] | None = None,
+    prefer_functional: Callable[[], bool] = lambda: False,
 ) -> Callable[..., None]:
     """What the handle does while Dynamo traces it, given the registered op's arguments.
 
@@ -108,7 +109,8 @@ def make_compiled_call(
     torch.export, which records the op users see) records that one instead (see
     ``_native.py``). Where the compiler cannot lower a mutating op (or a mutated
     view), it records the ``functional`` twin of the op it would otherwise record
-    and copies the twin's results in (see ``_functional.py``). A call that would
+    and copies the twin's results in (see ``_functional.py``); so does every call
+    while ``prefer_functional()`` (asked once per trace) is true. A call that would
     take ``autograd_call`` in eager takes it here too, outside the graph (a graph
     break): a compiled graph cannot make a backward through the mutation raise.
     The decisions are plain Python, asked once per trace; only the argument
@@ -121,6 +123,7 @@ def make_compiled_call(
     if functional is not None:  # the twin of ``target``: same argument order
         twin_needed = caps.assume_constant_result(functional.needed)
         twin_for_views = caps.assume_constant_result(functional.needed_for_views)
+        twin_preferred = caps.assume_constant_result(prefer_functional)
         call_twin = _forwarder(sig, schema_order, f"return _twin({target_args})", _twin=functional.op)
         mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
 
@@ -147,7 +150,7 @@ def make_compiled_call(
             return
         if functional is not None:
             mutated = mutated_of(*args, **kwargs)
-            use_twin = twin_needed()
+            use_twin = twin_needed() or twin_preferred()
             for t in mutated:
                 use_twin = use_twin or (t._base is not None and twin_for_views())
             if use_twin:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         device_types: Devices
         schema: str | None
         fallback: bool
+        compile_functional: bool
 
     class OutOptions(Options, total=False):
         """The keyword arguments of ``define_out``."""
@@ -323,6 +324,7 @@ def _define(
     pair: bool = False,
     classic_kernels: bool = False,
     fallback: bool = False,
+    compile_functional: bool = False,
 ) -> TaggedOp:
     """Define the op from ``fn`` (its kernel on ``device_types``), or declare it from ``schema`` alone."""
     sig = define_signature(fn, name, kind, mutates_args, schema)
@@ -336,6 +338,7 @@ def _define(
     try:
         registration = register_native(sig) if native else register_fallback(sig)
         registration.classic_kernels = classic_kernels
+        registration.compile_functional = compile_functional
         try:
             if fn is not None:
                 for device_type in _device_list(device_types):
@@ -385,6 +388,7 @@ def define_inplace(
     device_types: Devices = None,
     schema: str | None = None,
     fallback: bool = False,
+    compile_functional: bool = False,
 ) -> Any:
     """Define an in-place op: it mutates its first positional Tensor and returns it.
 
@@ -405,8 +409,25 @@ def define_inplace(
     returned handle. ``fallback=True`` keeps the op's ``torch.ops`` schema classic on
     every release: a library whose callers call ``torch.ops.ns.op.out(x, out)``
     positionally keeps them working (see docs/adopting.md).
+
+    ``compile_functional=True``: compiled calls run the op on fresh tensors and copy
+    the results in (one extra buffer and copy per mutated tensor), instead of
+    letting Inductor write the caller's tensors in place. Inductor 2.3-2.14 can drop
+    a clone the op reads (``y = x.clone(); op(x, y)`` compiles to ``op(x, x)``,
+    pytorch/pytorch#198031): a kernel that reads its inputs after writing its
+    output then computes wrong values. ``tagged_ops.testing.check`` says whether
+    an op needs this; ``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` turns it on for every op.
     """
-    return _decorator_or_define("inplace", name, fn, mutates_args, device_types, schema, fallback=fallback)
+    return _decorator_or_define(
+        "inplace",
+        name,
+        fn,
+        mutates_args,
+        device_types,
+        schema,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
 
 
 @overload
@@ -423,6 +444,7 @@ def define_out(
     schema: str | None = None,
     pair: bool = False,
     fallback: bool = False,
+    compile_functional: bool = False,
 ) -> Any:
     """Define an out= op: it writes keyword-only out buffers and returns them.
 
@@ -447,11 +469,30 @@ def define_out(
     the lowering works on the installed torch (``.out`` has a kernel for every
     device the functional op has one for, and a probe compile shows the op's
     argument kinds pass intact); :attr:`TaggedOp.paired` says whether it does.
+    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`.
     """
-    return _decorator_or_define("out", name, fn, mutates_args, device_types, schema, pair=pair, fallback=fallback)
+    return _decorator_or_define(
+        "out",
+        name,
+        fn,
+        mutates_args,
+        device_types,
+        schema,
+        pair=pair,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
 
 
-def declare_inplace(name: str, schema: str, /, *, classic_kernels: bool = False, fallback: bool = False) -> TaggedOp:
+def declare_inplace(
+    name: str,
+    schema: str,
+    /,
+    *,
+    classic_kernels: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> TaggedOp:
     """Declare an in-place op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
 
     Kernels come later, per device, through :meth:`TaggedOp.register_kernel` or
@@ -466,14 +507,31 @@ def declare_inplace(name: str, schema: str, /, *, classic_kernels: bool = False,
 
     ``classic_kernels=True``: the op's kernels mutate and return None, as kernels of
     untagged ops are written; the op still returns its first argument.
-    ``fallback`` as for :func:`define_inplace`. A call on a device with no kernel
-    raises the dispatcher's "Could not run".
+    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`. A call on a
+    device with no kernel raises the dispatcher's "Could not run".
     """
-    return _define("inplace", name, None, None, None, schema, classic_kernels=classic_kernels, fallback=fallback)
+    return _define(
+        "inplace",
+        name,
+        None,
+        None,
+        None,
+        schema,
+        classic_kernels=classic_kernels,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
 
 
 def declare_out(
-    name: str, schema: str, /, *, classic_kernels: bool = False, pair: bool = False, fallback: bool = False
+    name: str,
+    schema: str,
+    /,
+    *,
+    classic_kernels: bool = False,
+    pair: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
 ) -> TaggedOp:
     """Declare an out= op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
 
@@ -489,6 +547,18 @@ def declare_out(
         def _(A, absmax, shape, out):
             ...
 
-    ``classic_kernels``, ``pair`` and ``fallback`` as for :func:`declare_inplace` and :func:`define_out`.
+    ``classic_kernels``, ``pair``, ``fallback`` and ``compile_functional`` as for
+    :func:`declare_inplace` and :func:`define_out`.
     """
-    return _define("out", name, None, None, None, schema, classic_kernels=classic_kernels, pair=pair, fallback=fallback)
+    return _define(
+        "out",
+        name,
+        None,
+        None,
+        None,
+        schema,
+        classic_kernels=classic_kernels,
+        pair=pair,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )

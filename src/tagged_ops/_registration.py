@@ -37,6 +37,7 @@ from ._anchor import anchor
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param, lookup_op
+from ._switches import compile_functional_forced
 
 __all__ = ["Registration", "dispatch_key_for"]
 
@@ -98,6 +99,7 @@ class Registration:
         self.returns = returns
         self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
         self.classic_kernels = False  # kernels registered without saying otherwise mutate and return None
+        self.compile_functional = False  # compiled calls go through the functional twin (see define_out)
         self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
         self._kernel_libs: dict[str, Library] = {}
@@ -131,6 +133,7 @@ class Registration:
             lowering=None if lowering is None else (lowering.op, lowering.schema_order),
             functional=self.functional if lowering is None else lowering.functional,
             autograd_call=autograd_call,
+            prefer_functional=lambda: self.compile_functional or compile_functional_forced(),
         )
         grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
         self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error)

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FALLBACK_ENV_VAR", "REQUIRE_CUDA_ENV_VAR", "env_flag", "fallback_forced"]
+__all__ = [
+    "COMPILE_FUNCTIONAL_ENV_VAR",
+    "FALLBACK_ENV_VAR",
+    "REQUIRE_CUDA_ENV_VAR",
+    "compile_functional_forced",
+    "env_flag",
+    "fallback_forced",
+]
 
 #: ``TAGGED_OPS_FALLBACK=1``: ops defined from now on take the fallback path.
 FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"
+#: ``TAGGED_OPS_COMPILE_FUNCTIONAL=1``: compiled calls of every op go through its functional
+#: twin (see ``define_out(compile_functional=...)``), whatever the op was defined with.
+COMPILE_FUNCTIONAL_ENV_VAR = "TAGGED_OPS_COMPILE_FUNCTIONAL"
 #: ``TAGGED_OPS_REQUIRE_CUDA=1``: a missing GPU fails the CUDA tests instead of skipping them.
 REQUIRE_CUDA_ENV_VAR = "TAGGED_OPS_REQUIRE_CUDA"
 
@@ -38,3 +48,12 @@ def fallback_forced() -> bool:
     Read when an op is defined, so a test suite can flip it between definitions.
     """
     return env_flag(FALLBACK_ENV_VAR)
+
+
+def compile_functional_forced() -> bool:
+    """``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` routes every compiled call through the functional twin.
+
+    Read while Dynamo traces a call: set it before the first compile (or after
+    ``torch._dynamo.reset()``); graphs compiled earlier keep what they were traced with.
+    """
+    return env_flag(COMPILE_FUNCTIONAL_ENV_VAR)
