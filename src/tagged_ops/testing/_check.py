@@ -82,6 +82,11 @@ def check(
       when they are pre-filled with a sentinel (NaN) and then with other garbage;
       and they keep their shape, strides, dtype, device and storage;
     * ``compile``: ``torch.compile(fullgraph=True)`` gives the eager effect;
+    * ``compile-clone`` (with ``compile``, first sample of each example): so does
+      ``y = m.clone(); op(..., y, ...)`` for each read Tensor ``y`` shaped like a
+      mutated ``m``. Inductor 2.3-2.14 drops that clone (pytorch/pytorch#198031),
+      which a kernel that reads ``y`` after writing ``m`` turns into wrong values;
+      the failure says to define the op with ``compile_functional=True``;
     * ``export`` (opt-in): an exported module calling the op gives the eager effect.
 
     Raises AssertionError with one line per (sample, stage) that failed;
@@ -94,7 +99,10 @@ def check(
         for ex in map(_as_sample, examples)
         for s in variants(op, ex.args, ex.kwargs, dtypes=dtypes, devices=devices)
     ]
+    examples_seen: set[str] = set()
     for sample in samples:
+        first_of_example = sample.label.split(":", 1)[0] not in examples_seen
+        examples_seen.add(sample.label.split(":", 1)[0])
 
         def fail(stage: str, message: str, label: str = sample.label) -> None:
             failures.append(f"{op.qualname} [{label}] {stage}: {message}")
@@ -182,6 +190,13 @@ def check(
                     run(op, sample.clone(), mutated)
                 except Exception as e:  # noqa: BLE001
                     fail(stage, _brief(e))
+        if compile and first_of_example:
+            for slot, index in _clones_to_try(op, sample):
+                stages_run += 1
+                try:
+                    _check_compile_clone(op, sample, slot, index)
+                except Exception as e:  # noqa: BLE001
+                    fail("compile-clone", _brief(e))
 
     if failures:
         raise AssertionError(
@@ -274,3 +289,65 @@ def _assert_as_eager(op: TaggedOp, got: Sequence[Tensor], eager_mutated: tuple[A
     for name, g, want in zip(op.mutated_args, got, eager_mutated, strict=True):
         if (diff := _same(g, want)) is not None:
             raise AssertionError(f"'{name}' differs from eager: {diff}")
+
+
+Slot = tuple[str, "int | str"]  # ("args", position) or ("kwargs", name)
+
+
+def _clones_to_try(op: TaggedOp, sample: Sample) -> list[tuple[Slot, int]]:
+    """(slot of a read Tensor, index of the mutated tensor it is shaped like), for the clone pattern."""
+    mutated = op.mutated_in_call(sample.args, sample.kwargs)
+    slots: list[Slot] = [("args", i) for i in range(len(sample.args))] + [("kwargs", k) for k in sample.kwargs]
+    found = []
+    for slot in slots:
+        value = sample.args[slot[1]] if slot[0] == "args" else sample.kwargs[slot[1]]  # type: ignore[index]
+        if not isinstance(value, Tensor) or any(value is m for m in mutated):
+            continue
+        for index, m in enumerate(mutated):
+            if isinstance(m, Tensor) and (m.shape, m.dtype, m.device) == (value.shape, value.dtype, value.device):
+                found.append((slot, index))
+                break
+    return found
+
+
+def _check_compile_clone(op: TaggedOp, sample: Sample, slot: Slot, index: int) -> None:
+    """``y = m.clone(); op(..., y, ...)``: compiled must equal eager."""
+    where, key = slot
+    name = f"argument {key}" if where == "args" else f"'{key}'"
+
+    def run(*args: Any, **kwargs: Any) -> None:
+        copy = op.mutated_in_call(args, kwargs)[index].clone()
+        if where == "args":
+            args = (*args[: int(key)], copy, *args[int(key) + 1 :])
+        else:
+            kwargs = {**kwargs, str(key): copy}
+        op(*args, **kwargs)
+
+    def fresh(source: Sample) -> Sample:  # tensors of their own, not views: 2.3-2.5 compile views through the twin
+        own = lambda v: v.clone() if isinstance(v, Tensor) else v  # noqa: E731
+        return Sample(source.label, tuple(map(own, source.args)), {k: own(v) for k, v in source.kwargs.items()})
+
+    start = fresh(sample)
+    if op.kind == "out":  # what the buffer holds is garbage to the op: make the clone's rows tell apart
+        with torch.no_grad():
+            for t in op.mutated_in_call(start.args, start.kwargs):
+                t.copy_(torch.arange(t.numel(), device=t.device).reshape(t.shape) % 251)
+    eager = fresh(start)
+    with torch.no_grad():
+        run(*eager.args, **eager.kwargs)
+    compiled = fresh(start)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(run, fullgraph=True)(*compiled.args, **compiled.kwargs)
+    for mutated_name, g, want in zip(
+        op.mutated_args,
+        op.mutated_in_call(compiled.args, compiled.kwargs),
+        op.mutated_in_call(eager.args, eager.kwargs),
+        strict=True,
+    ):
+        if (diff := _same(g, want)) is not None:
+            raise AssertionError(  # the remedy first: _brief keeps 300 characters
+                f"compiled `{name} = {op.mutated_args[index]}.clone(); op(...)` differs from eager in "
+                f"'{mutated_name}': Inductor dropped the clone (pytorch/pytorch#198031); define the op with "
+                f"compile_functional=True. {diff}"
+            )
