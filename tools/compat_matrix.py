@@ -147,6 +147,26 @@ def generate() -> str:
         lines.append("| " + " | ".join(AREAS) + " |")
         lines.append("|" + " --- |" * len(AREAS))
         lines.append("| " + " | ".join(_cell(forced, a) for a in AREAS) + " |")
+    lines += ["", "## Compiler clone drop (pytorch/pytorch#198031)", ""]
+    lines.append(
+        "`y = x.clone(); op(y, out=x)` (or `op_(x, y)`) compiled to a call that reads and writes `x`, measured "
+        "on a raw classic op by `tests/test_clone_hazard.py` (tagged_ops' ops compile it the same). Where it "
+        "drops the clone, define ops whose kernel reads an input after writing with `compile_functional=True` "
+        "(or set `TAGGED_OPS_COMPILE_FUNCTIONAL=1`); `tagged_ops.testing.check` says which ops need it."
+    )
+    lines += ["", "| torch | clone |", "| --- | --- |"]
+    for release in RELEASES:
+        result = results.get(release)
+        facts = (result or {}).get("facts", {})
+        if result is None or "compiler_drops_a_read_clone" not in facts:
+            cell = "not measured (no run since the test exists)"
+        else:
+            cell = {
+                True: "**dropped**: wrong values for such kernels without `compile_functional`",
+                False: "kept",
+                None: "raw op does not compile; tagged_ops compiles through its twin: kept",
+            }[facts["compiler_drops_a_read_clone"]]
+        lines.append(f"| {release} | {cell} |")
     lines += ["", "## Runs", ""]
     lines.append("| result file | torch build | CUDA | machine | date | commit | failures |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
