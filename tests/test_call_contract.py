@@ -283,3 +283,29 @@ def test_inference_mode_calls(path: str, ns: str) -> None:
         x = torch.ones(2)
         assert np_neg_(x) is x
     assert torch.equal(x, -torch.ones(2))
+
+
+def test_out_none_is_refused_naming_the_op(path: str, ns: str) -> None:
+    """The dispatcher lets None through for an out buffer; native 2.13 then returns None and writes nothing."""
+    written = []
+
+    @tagged_ops.define_out(f"{ns}::pair_out")
+    def pair_out(x: Tensor, *, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        written.append(True)
+        torch.sin(x, out=a)
+        torch.cos(x, out=b)
+        return a, b
+
+    x, a = torch.randn(3), torch.zeros(3)
+    before = x.clone()
+    message = re.escape(f"{ns}::pair_out: an out buffer ('a', 'b') is None; pass the Tensor(s) to write.")
+    with pytest.raises(RuntimeError, match=message):
+        pair_out(x, a=a, b=None)
+    args, kwargs = pair_out.to_op_arguments(x, a=a, b=torch.empty(3))
+    if "b" in kwargs:
+        kwargs["b"] = None
+    else:
+        args = (*args[:-1], None)
+    with pytest.raises(RuntimeError, match=message):
+        pair_out.opoverload(*args, **kwargs)  # a direct torch.ops call too
+    assert not written and torch.equal(x, before) and torch.equal(a, torch.zeros(3))

@@ -10,6 +10,7 @@ names the op (the functions are named after its qualified name).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -288,4 +289,22 @@ def make_kernel_adapter(
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
             lines += [f"    _bump_one({p.name})" for p in sig.mutated]
     lines.append(f"    return {_result(sig) if returns else 'None'}")
+    if sig.kind == "out":
+        # The dispatcher lets None through for a Tensor(a!) argument (native 2.13 then
+        # returns None and writes nothing). Refuse it; asked only once something failed.
+        body = ["    " + line for line in lines[1:]]
+        missing = " or ".join(f"{p.name} is None" for p in sig.mutated)
+        lines = [
+            lines[0],
+            "    try:",
+            *body,
+            "    except Exception:",
+            f"        if {missing}:",
+            "            raise _none_out() from None",
+            "        raise",
+        ]
+        buffers = ", ".join(repr(p.name) for p in sig.mutated)
+        ns["_none_out"] = functools.partial(
+            RuntimeError, f"{sig.qualname}: an out buffer ({buffers}) is None; pass the Tensor(s) to write."
+        )
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)
