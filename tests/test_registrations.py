@@ -162,3 +162,22 @@ def test_register_autocast_compiled_equals_eager_on_views(path: str, ns: str) ->
         torch.testing.assert_close(g, e)
     torch.testing.assert_close(got_inputs[1], expected[0])
     torch.testing.assert_close(got_inputs[2], expected[1])
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "register_vmap"), reason="this torch has no torch.library.register_vmap")
+def test_vmap_of_an_in_place_op_without_a_rule(path: str, ns: str) -> None:
+    """Native in-place ops get torch's batched fallback; the fallback path's untagged op gets a loop of its own
+    (before: "Batching rule not implemented")."""
+
+    @tagged_ops.define_inplace(f"{ns}::add_")
+    def add_(x: Tensor, y: Tensor) -> Tensor:
+        x.add_(y)
+        return x
+
+    xs, ys = torch.zeros(2, 3), torch.arange(6.0).reshape(3, 2)
+    torch.vmap(add_, in_dims=(0, 1))(xs, ys)
+    torch.testing.assert_close(xs, ys.T)
+    x = torch.zeros(3)
+    with pytest.raises(RuntimeError, match="vmap"):
+        torch.vmap(add_, in_dims=(None, 0))(x, torch.ones(2, 3))
+    assert torch.equal(x, torch.zeros(3))

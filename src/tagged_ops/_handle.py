@@ -275,6 +275,7 @@ class TaggedOp:
                         f(info, in_dims, *args, **kwargs)
                         return None, None
 
+                self._registration.drop_vmap_loop()
                 with _by_name.on_the_dispatcher(self._registration.qualname):
                     torch.library.register_vmap(self._registration.qualname, rule, lib=self._registration.lib)
                 return f

@@ -32,6 +32,7 @@ import torch
 import torch.fx.operator_schemas
 from torch.library import Library
 
+from . import _by_name
 from . import _capabilities as caps
 from ._anchor import anchor
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
@@ -125,6 +126,8 @@ class Registration:
         # handle uses its lowering's twin.
         if not tags:
             self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
+            if sig.kind == "inplace" and hasattr(torch.library, "register_vmap"):
+                self._register_vmap_loop()
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
@@ -138,6 +141,34 @@ class Registration:
         grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
         self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error)
         self.bind = make_binder(sig, self.schema_order)
+
+    VMAP_KEY = "FuncTorchBatched"
+
+    def _register_vmap_loop(self) -> None:
+        """``torch.vmap`` of an untagged in-place op: run it per batch entry on views, as torch's
+        batched fallback does for an op tagged in-place (it refuses ops that return nothing)."""
+        op, qualname = self.op, self.qualname
+
+        def rule(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[None, None]:
+            if in_dims[0] is None:
+                raise RuntimeError(
+                    f"{qualname}: vmap: an in-place op cannot write a batched value into its unbatched "
+                    "first argument; vmap over that argument too."
+                )
+            for i in range(info.batch_size):
+                op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
+            return None, None
+
+        fragment = Library(self.sig.namespace, "FRAGMENT")
+        with _by_name.on_the_dispatcher(qualname):
+            torch.library.register_vmap(qualname, rule, lib=fragment)
+        self._kernel_libs[self.VMAP_KEY] = fragment
+
+    def drop_vmap_loop(self) -> None:
+        """Before a user's own vmap rule: the dispatcher holds one Python kernel per key."""
+        previous = self._kernel_libs.pop(self.VMAP_KEY, None)
+        if previous is not None:
+            caps.destroy_library(previous)
 
     # -- kernels -----------------------------------------------------------
 
