@@ -134,6 +134,15 @@ else:
 # -- custom_op's own checks on top of the schema ---------------------------------
 
 
+def refuse_keyword_only_tensors(schema_str: str, kind: str) -> None:
+    """custom_op's first check of a schema: keyword-only Tensors belong to out= ops only."""
+    parsed = torch._C.parse_schema(schema_str)
+    if kind != "out" and any(a.kwarg_only and _is_tensor_like(a.type) for a in parsed.arguments):
+        raise NotImplementedError(
+            f"custom_op with kwarg-only Tensor args. Please make your tensors not kwarg-only. Got: {schema_str}"
+        )
+
+
 def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, schema: str | None) -> None:
     """What ``torch.library.custom_op(name, ..., tags=, schema=)`` checks beyond ``Library.define``.
 
@@ -143,10 +152,7 @@ def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, sch
     as 2.13's ``custom_op``, on every release.
     """
     parsed = torch._C.parse_schema(schema_str)
-    if kind != "out" and any(a.kwarg_only and _is_tensor_like(a.type) for a in parsed.arguments):
-        raise NotImplementedError(
-            f"custom_op with kwarg-only Tensor args. Please make your tensors not kwarg-only. Got: {schema_str}"
-        )
+    refuse_keyword_only_tensors(schema_str, kind)
     if schema is not None and mutates_args is not None:
         expected = {a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write}
         if expected != set(mutates_args):

@@ -271,6 +271,7 @@ def define_signature(
         if kind == "out":
             rules._validate_out_schema(parsed)
         else:
+            rules.refuse_keyword_only_tensors(text, kind)  # before the tag's rules, as custom_op(schema=)
             rules._validate_inplace_schema(parsed)
     rules.validate_custom_op_schema(text, kind, mutates_args, schema)
     return _signature_from_text(fn, qualname, kind, text)
