@@ -25,10 +25,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.library import Library
+from torch.library import Library, fallthrough_kernel
 
 from . import _capabilities as caps
-from ._anchor import anchor
 from ._signature import OpSignature, Param, helper_name, join_params, lookup_op
 
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
@@ -69,7 +68,7 @@ class FunctionalTwin:
         try:
             self._lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
             self._lib.impl(name, lambda *a, **k: run_on_fresh(fresh, op, a, k), "CompositeExplicitAutograd")
-            anchor(sig.namespace, name)  # the Autograd fallthrough, kept across redefinitions
+            self._lib.impl(name, fallthrough_kernel, "Autograd")
             caps.register_fake(
                 self._lib, f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k)
             )

@@ -2,9 +2,7 @@
 
 One handle type on every release and path. Handles follow their qualified name:
 defining the same name again (a module reload) re-points every handle made
-earlier at the newest definition, so an old handle never calls a destroyed op;
-``torch.ops.<ns>.<name>.default`` objects and compiled code captured earlier call
-the newest definition too (see ``_anchor.py``).
+earlier at the newest definition, so an old handle never calls a destroyed op.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ Here a call makes one trip into Python, the backend kernel, which:
   (``autograd_call``), so only a direct ``torch.ops`` call gets this error;
 * bumps every mutated tensor's version counter (a numpy kernel does not).
 
-The Autograd key is a fallthrough, so autograd adds nothing per call (registered
-once per name and kept, see ``_anchor.py``). The fake
+The Autograd key is a fallthrough, so autograd adds nothing per call. The fake
 kernel is the trivial one unless the user registers their own.
 
 What differs between the native and the fallback path is only the schema (and
@@ -30,11 +29,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx.operator_schemas
-from torch.library import Library
+from torch.library import Library, fallthrough_kernel
 
 from . import _by_name
 from . import _capabilities as caps
-from ._anchor import anchor
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param, lookup_op
@@ -120,7 +118,7 @@ class Registration:
         self._messages()
         self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
-        anchor(sig.namespace, opname)  # the Autograd fallthrough, kept across redefinitions
+        self.lib.impl(opname, fallthrough_kernel, "Autograd")
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
