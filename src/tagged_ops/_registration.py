@@ -164,9 +164,7 @@ class Registration:
 
     def drop_vmap_loop(self) -> None:
         """Before a user's own vmap rule: the dispatcher holds one Python kernel per key."""
-        previous = self._kernel_libs.pop(self.VMAP_KEY, None)
-        if previous is not None:
-            caps.destroy_library(previous)
+        self._replace_kernel(self.VMAP_KEY, None)
 
     # -- kernels -----------------------------------------------------------
 
@@ -188,14 +186,7 @@ class Registration:
             grad_error=self._direct_grad_error,
             bump_versions=True,
         )
-        # Each kernel lives in a fragment of its own: replacing it destroys that
-        # fragment first (older torch refuses a second Python kernel for a key).
-        previous = self._kernel_libs.pop(key, None)
-        if previous is not None:
-            caps.destroy_library(previous)
-        fragment = Library(self.sig.namespace, "FRAGMENT")
-        fragment.impl(self.opname, adapter, key)
-        self._kernel_libs[key] = fragment
+        self._replace_kernel(key, adapter)
 
     def set_autocast(self, device_type: str, cast_inputs: torch.dtype) -> None:
         """Under ``torch.autocast(device_type)``, run the op with its floating inputs cast to ``cast_inputs``.
@@ -230,12 +221,21 @@ class Registration:
                 kwargs = {k: v if k in written else cast(v) for k, v in kwargs.items()}
                 return op(*args, **kwargs)
 
+        self._replace_kernel(key, autocast_kernel)
+
+    def _replace_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
+        """Put ``kernel`` (None: nothing) at dispatch key ``key``, in a fragment of its own.
+
+        Replacing destroys the previous fragment first (older torch refuses a second
+        Python kernel for a key).
+        """
         previous = self._kernel_libs.pop(key, None)
         if previous is not None:
             caps.destroy_library(previous)
-        fragment = Library(self.sig.namespace, "FRAGMENT")
-        fragment.impl(self.opname, autocast_kernel, key)
-        self._kernel_libs[key] = fragment
+        if kernel is not None:
+            fragment = Library(self.sig.namespace, "FRAGMENT")
+            fragment.impl(self.opname, kernel, key)
+            self._kernel_libs[key] = fragment
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
         if self.lowering is not None:
