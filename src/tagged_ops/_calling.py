@@ -172,11 +172,14 @@ def make_handle_call(
     autograd_call: Callable[..., None] | None,
     compiled_call: Callable[..., None],
     grad_error: Callable[[], Exception] | None = None,
+    *,
+    declaration: str,
 ) -> Callable[..., Any]:
     """The handle's ``__call__``: the handle and the user's signature in, the mutated tensor(s) out.
 
-    Generated with the user's parameter list, so Python binds the arguments (and
-    its TypeError names the op). Eager calls go straight to the C++ entry point
+    Generated with the user's parameter names, so Python binds the arguments;
+    a call that does not fit the 2.13 schema ``declaration`` raises the
+    dispatcher's RuntimeError (:func:`argument_error`). Eager calls go straight to the C++ entry point
     (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
     ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Calls under
     autograd of an op without an ``autograd_call`` (out=) raise ``grad_error``: the
@@ -195,15 +198,33 @@ def make_handle_call(
         _compiled_call=compiled_call,
         _grad_error=grad_error,
     )
+    ns.update(_tagged_ops_absent=_ABSENT, _argument_error=functools.partial(argument_error, sig, declaration))
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
+    # Every parameter defaults to an "absent" marker and surplus arguments land in
+    # *surplus / **unknown, so a call that does not fit reaches the body and raises
+    # the dispatcher's RuntimeError, as a native op does (Python's TypeError would be
+    # raised before the first line, where nothing can catch it). Defaults are filled
+    # in after that check, so it counts what the caller passed.
+    absent, surplus, unknown = "_tagged_ops_absent", "_tagged_ops_surplus", "_tagged_ops_unknown"
+    positional = [p.name for p in sig.params if not p.keyword_only]
+    keywords = [p.name for p in sig.params if p.keyword_only]
+    params = ", ".join(
+        [f"{n}={absent}" for n in positional] + [f"*{surplus}"] + [f"{n}={absent}" for n in keywords] + [f"**{unknown}"]
+    )
+    bad_call = " or ".join([f"{p.name} is {absent}" for p in sig.params if p.name not in exprs] + [surplus, unknown])
+    given = ", ".join(f"{n!r}: {n}" for n in [*positional, *keywords])
+    defaults = "".join(f"    if {n} is {absent}:\n        {n} = {e}\n" for n, e in exprs.items())
     autograd = ""
     if autograd_call is not None:
         autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        _autograd_call({args})\n"
     elif grad_error is not None:
         autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        raise _grad_error()\n"
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
-        f"def _generated(_tagged_ops_handle, /, {_param_list(sig.params, exprs)}):\n"
+        f"def _generated(_tagged_ops_handle, /, {params}):\n"
+        f"    if {bad_call}:\n"
+        f"        raise _argument_error({surplus}, {unknown}, {{{given}}})\n"
+        f"{defaults}"
         f"    if _compiling():\n"
         f"        _compiled_call({args})\n"
         f"{autograd}"
@@ -211,7 +232,54 @@ def make_handle_call(
         f"        _raw({args})\n"
         f"    return {_result(sig)}\n"
     )
-    return generate(sig, source, ns, sig.qualname)
+    call = generate(sig, source, ns, sig.qualname)
+    # What TorchScript reads (``getfullargspec`` honours it; Python's binding does not):
+    # native's ``(self, *args, **kwargs)``, so scripted code calls the handle as a
+    # Python value with positional arguments, as it calls a native op.
+    call.__signature__ = _SCRIPTED_SIGNATURE  # type: ignore[attr-defined]
+    return call
+
+
+_SCRIPTED_SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("_tagged_ops_handle", inspect.Parameter.POSITIONAL_ONLY),
+        inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+    ]
+)
+_ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
+
+
+def argument_error(
+    sig: OpSignature, declaration: str, surplus: tuple[Any, ...], unknown: dict[str, Any], given: dict[str, Any]
+) -> RuntimeError:
+    """The dispatcher's error for a call that does not fit the schema (``createStackForSchema``).
+
+    The same checks in the same order, with the same sentences, as a native op
+    called with these arguments: too many, a keyword-only one passed by position,
+    a missing one, an unknown keyword. (Python itself still raises TypeError for
+    an argument given both by position and by keyword, before any of this.)
+    """
+    name = sig.qualname.partition(".")[0]
+    params = sig.params
+    received = sum(v is not _ABSENT for v in given.values()) + len(surplus) + len(unknown)
+    if received > len(params):
+        return RuntimeError(
+            f"{name}() expected at most {len(params)} argument(s) but received {received} argument(s). "
+            f"Declaration: {declaration}"
+        )
+    if surplus:
+        positional = sum(not p.keyword_only for p in params)
+        return RuntimeError(
+            f"{name}() takes {positional} positional argument(s) but {positional + len(surplus)} "
+            f"was/were given.  Declaration: {declaration}"
+        )
+    for p in params:
+        if given[p.name] is _ABSENT and not p.has_default:
+            return RuntimeError(f"{name}() is missing value for argument '{p.name}'. Declaration: {declaration}")
+    return RuntimeError(
+        f"Unknown keyword argument '{next(iter(unknown))}' for operator '{name}'. Schema: {declaration}"
+    )
 
 
 def make_binder(

@@ -137,7 +137,11 @@ class Registration:
             prefer_functional=lambda: self.compile_functional or compile_functional_forced(),
         )
         grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
-        self.call = make_handle_call(sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error)
+        # Argument errors quote the 2.13 schema the handle takes, on the fallback too.
+        declaration = str(self.op._schema) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
+        self.call = make_handle_call(
+            sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error, declaration=declaration
+        )
         self.bind = make_binder(sig, self.schema_order)
 
     VMAP_KEY = "FuncTorchBatched"
