@@ -93,6 +93,67 @@ def test_module_reload(path: str, ns: str, tmp_path, monkeypatch: pytest.MonkeyP
     sys.modules.pop(f"{ns}_mod", None)
 
 
+@pytest.mark.parametrize("kind", ["inplace", "out"])
+def test_ops_captured_before_a_redefinition_call_the_newest(path: str, ns: str, kind: str) -> None:
+    """``torch.ops...default`` objects and compiled code captured earlier keep working, as with native custom_op.
+
+    Before: a captured op crashed (native path) or ran a stale kernel that wrote nothing (fallback).
+    """
+
+    def define(factor: float) -> tagged_ops.TaggedOp:
+        if kind == "inplace":
+            return tagged_ops.define_inplace(
+                f"{ns}::scale_", lambda x: x.mul_(factor), schema="(Tensor(a!) x) -> Tensor(a!)"
+            )
+        return tagged_ops.define_out(
+            f"{ns}::scale_out",
+            lambda x, *, out: torch.mul(x, factor, out=out),
+            schema="(Tensor x, *, Tensor(a!) out) -> Tensor(a!)",
+        )
+
+    handle = define(2.0)
+    captured = handle.opoverload
+    x, o = torch.ones(3), torch.zeros(3)
+    compiled = torch.compile(
+        (lambda t, b: handle(t)) if kind == "inplace" else (lambda t, b: handle(t, out=b)),
+        backend="aot_eager",
+        fullgraph=True,
+    )
+    compiled(x.clone(), o)
+    for round in range(4):
+        define(3.0 + round)
+        expected = torch.full((3,), 3.0 + round)
+        x, o = torch.ones(3), torch.zeros(3)
+        args, kwargs = handle.to_op_arguments(x, **({} if kind == "inplace" else {"out": o}))
+        captured(*args, **kwargs)
+        torch.testing.assert_close(x if kind == "inplace" else o, expected)
+        x, o = torch.ones(3), torch.zeros(3)
+        compiled(x, o)
+        torch.testing.assert_close(x if kind == "inplace" else o, expected)
+
+
+def test_redefinition_with_another_schema_gets_a_fresh_entry(path: str, ns: str) -> None:
+    """Ops captured earlier follow a redefinition only while the schema stays the same:
+    an edited signature must not inherit the old schema from the kept entry (opcheck,
+    eager, compiled)."""
+
+    def first(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2.0)
+        return x
+
+    def second(x: torch.Tensor, alpha: float = 3.0) -> torch.Tensor:
+        x.mul_(alpha)
+        return x
+
+    tagged_ops.define_inplace(f"{ns}::scale_", first)(torch.ones(2))
+    op = tagged_ops.define_inplace(f"{ns}::scale_", second)
+    assert "alpha" in op.schema
+    tagged_ops.opcheck(op, (torch.ones(3),), {"alpha": 4.0})
+    x = torch.ones(3)
+    torch.compile(lambda t: op(t[1:], 5.0), fullgraph=True)(x)
+    assert torch.equal(x, torch.tensor([1.0, 5.0, 5.0]))
+
+
 @pytest.mark.parametrize("first", ["native", "fallback"])
 def test_compile_after_switching_path_in_one_process(ns: str, first: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inductor caches per op name must not carry the old schema into the new definition."""

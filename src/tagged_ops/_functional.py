@@ -25,9 +25,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.library import Library, fallthrough_kernel
+from torch.library import Library
 
 from . import _capabilities as caps
+from ._anchor import anchor, release_unless_same
 from ._signature import OpSignature, Param, helper_name, join_params, lookup_op
 
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
@@ -66,9 +67,11 @@ class FunctionalTwin:
         self._lib: Library | None = Library(sig.namespace, "FRAGMENT")
         self.op: Any = None
         try:
-            self._lib.define(f"{name}({plain}) -> {ret}", tags=(torch.Tag.pt2_compliant_tag,))
+            definition = f"{name}({plain}) -> {ret}"
+            release_unless_same(sig.namespace, name, definition)
+            self._lib.define(definition, tags=(torch.Tag.pt2_compliant_tag,))
             self._lib.impl(name, lambda *a, **k: run_on_fresh(fresh, op, a, k), "CompositeExplicitAutograd")
-            self._lib.impl(name, fallthrough_kernel, "Autograd")
+            anchor(sig.namespace, name, definition)  # the Autograd fallthrough, kept across reloads
             caps.register_fake(
                 self._lib, f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k)
             )

@@ -3,11 +3,12 @@
 One handle type on every release and path. Handles follow their qualified name:
 defining the same name again (a module reload) re-points every handle made
 earlier at the newest definition, so an old handle never calls a destroyed op.
-``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured before a
-redefinition are not re-pointed: they hold the destroyed op; call through handles.
-That holds for one thread: redefining a name while other threads call its handles
-can crash the process (as with native ``custom_op``); define ops at import time,
-before threads call them.
+``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured earlier call
+the newest definition too while the schema stays the same (a module reload; see
+``_anchor.py``); a redefinition with another schema leaves them holding the
+destroyed op. That holds for one thread: redefining a name while other threads
+call its handles can crash the process (as with native ``custom_op``); define ops
+at import time, before threads call them.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Here a call makes one trip into Python, the backend kernel, which:
   (``autograd_call``), so only a direct ``torch.ops`` call gets this error;
 * bumps every mutated tensor's version counter (a numpy kernel does not).
 
-The Autograd key is a fallthrough, so autograd adds nothing per call. The fake
+The Autograd key is a fallthrough, so autograd adds nothing per call (registered
+once per name and kept, see ``_anchor.py``). The fake
 kernel is the trivial one unless the user registers their own.
 
 What differs between the native and the fallback path is only the schema (and
@@ -29,10 +30,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx.operator_schemas
-from torch.library import Library, fallthrough_kernel
+from torch.library import Library
 
 from . import _by_name
 from . import _capabilities as caps
+from ._anchor import anchor, release_unless_same
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param, lookup_op
@@ -112,13 +114,16 @@ class Registration:
 
     def _register(self, schema: str, tags: Sequence[Any]) -> None:
         sig, opname, lowering = self.sig, self.opname, self.lowering
-        self.lib.define(f"{opname}{schema[schema.index('(') :]}", tags=(*tags, torch.Tag.pt2_compliant_tag))
+        definition = f"{opname}{schema[schema.index('(') :]}"
+        all_tags = (*tags, torch.Tag.pt2_compliant_tag)
+        release_unless_same(sig.namespace, opname, f"{definition} {all_tags}")
+        self.lib.define(definition, tags=all_tags)
         caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._messages()
         self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
-        self.lib.impl(opname, fallthrough_kernel, "Autograd")
+        anchor(sig.namespace, opname, f"{definition} {all_tags}")  # the Autograd fallthrough, kept across reloads
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
