@@ -58,6 +58,7 @@ TEST_DEPS = [
     "pytest-xdist",
     "numpy",
     "expecttest",
+    "hypothesis",
     "setuptools",
     "nox",
 ]  # setuptools: Inductor on 2.4 needs it; nox: the helper's tests
@@ -185,7 +186,7 @@ def tests_installed(session: nox.Session) -> None:
     """The suite against the torch already installed in this interpreter; installs nothing.
 
     For GPU machines whose torch came with the system, and for users testing
-    their own torch build. Needs pytest, numpy and expecttest in that interpreter.
+    their own torch build. Needs pytest, numpy, expecttest and hypothesis in that interpreter.
     """
     import torch  # noqa: F401 - fail early and clearly if there is no torch here
 
