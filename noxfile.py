@@ -1,7 +1,10 @@
 """The torch release matrix: the whole suite, sin-op opcheck included, on every release.
 
     nox --list                          # every session
-    nox -t ci                           # what CI runs (2.2.2, 2.4.1, 2.12.1, 2.13.0 both paths, newest)
+    nox -t ci                           # what CI runs (tools/releases.py: 2.2.2, 2.4.1, 2.12.1, 2.13.0 both
+                                        # paths, newest; the build; lint)
+    nox -s build                        # sdist and wheel, checked; the wheel's self-check in a fresh env
+    nox -s tests-next                   # torch's next release from a pre-release index (TAGGED_OPS_TORCH_INDEX_URL)
     nox -s "tests-2.4.1"                # one release; extra pytest args after --:
     nox -s "tests-2.4.1" -- -k compile
     nox -t matrix                       # all fourteen releases, results into results/
@@ -41,15 +44,11 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT / "src"))  # the matrix helpers we ship to users; they import without torch
 sys.path.insert(0, str(ROOT / "tools"))
-from compat_matrix import RELEASES  # noqa: E402 - one list of releases: the compat matrix's rows
+from releases import CI_RELEASES, FALLBACK_FORCED_RELEASE, PYTHON, RELEASES, TOOLING_RELEASE  # noqa: E402
 
 from tagged_ops._switches import env_flag  # noqa: E402
 from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
 
-CI_RELEASES = ["2.2.2", "2.4.1", "2.12.1", "2.13.0", "2.15.0"]
-# Every release runs on one Python (3.11 where nothing else is asked); these two carry the
-# matrix's Python edges: the oldest Python we claim, and the newest this machine has.
-PYTHON_EDGES = {"2.14.1": "3.10", "2.15.0": "3.13"}
 # The 64 MB compiled-buffer benchmark (under half a minute each); on 2.2 it times
 # tagged_ops alone, since no raw lowering compiles there.
 COMPILED_BENCH_RELEASES = RELEASES
@@ -86,7 +85,7 @@ def _release_session(release: str, *, fallback: bool) -> None:
     tags = ["matrix"] + (["ci"] if release in CI_RELEASES else [])
     name = f"tests-{release}" + ("-fallback" if fallback else "")
 
-    @nox.session(name=name, python=python_for(release, PYTHON_EDGES.get(release, "3.11")), tags=tags, reuse_venv=False)
+    @nox.session(name=name, python=PYTHON[release], tags=tags, reuse_venv=False)
     def session(session: nox.Session) -> None:
         env = {}
         scratch_cache = None
@@ -123,9 +122,30 @@ def _release_session(release: str, *, fallback: bool) -> None:
 
 for _release in RELEASES:
     _release_session(_release, fallback=False)
-# The newest native release once more with the fallback forced for the whole run,
-# as a library author would test their old-torch path on a new torch.
-_release_session("2.13.0", fallback=True)
+# One native release once more with the fallback forced for the whole run, as a library
+# author would test their old-torch path on a new torch.
+_release_session(FALLBACK_FORCED_RELEASE, fallback=True)
+
+
+NEXT_TORCH_PYTHON = "3.12"  # what torch's next release will surely have wheels for
+
+
+@nox.session(name="tests-next", python=NEXT_TORCH_PYTHON, tags=["next"], reuse_venv=False)
+def tests_next(session: nox.Session) -> None:
+    """The whole suite on torch's next release: the newest pre-release wheel on the index
+    ``TAGGED_OPS_TORCH_INDEX_URL`` names (nightly or release candidates). The scheduled
+    workflow runs it and opens an issue when it fails; it must take the native path."""
+    index = os.environ.get("TAGGED_OPS_TORCH_INDEX_URL")
+    if not index:
+        session.error("set TAGGED_OPS_TORCH_INDEX_URL to an index with torch pre-release wheels")
+    try:
+        session.install("--pre", "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch")
+        session.install(*TEST_DEPS)
+        session.install("--no-deps", "-e", str(ROOT))
+        _run_suite(session, "next")
+    finally:
+        if not env_flag("TAGGED_OPS_KEEP_ENVS"):
+            shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
 # A real library ported by docs/adopting.md: bitsandbytes' own tests (test_ops.py and its
@@ -206,16 +226,72 @@ def _torch_label() -> str:
     return f"{torch.__version__.replace('+', '_')}-{device}"
 
 
+# The release artifacts: built, checked, installed and run as a user gets them (docs/RELEASES.md).
+@nox.session(name="build", python=PYTHON[TOOLING_RELEASE], tags=["ci"])
+def build(session: nox.Session) -> None:
+    """sdist and wheel, built in isolation and checked; the wheel installed into a fresh environment
+    and ``python -m tagged_ops`` run from it; the sdist carries the tests and builds the same wheel."""
+    import tarfile
+    import zipfile
+
+    session.install("twine", "check-wheel-contents")
+    tmp = Path(session.create_tmp()).resolve()
+    dist, direct = tmp / "dist", tmp / "direct"
+    for d in (dist, direct):
+        shutil.rmtree(d, ignore_errors=True)
+    # uv builds the sdist, then the wheel from the unpacked sdist, each in an isolated environment.
+    session.run("uv", "build", "--out-dir", str(dist), str(ROOT), external=True)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' scratch: stale files would enter the wheel
+    session.run("uv", "build", "--wheel", "--out-dir", str(direct), str(ROOT), external=True)
+    (sdist,) = dist.glob("*.tar.gz")
+    (wheel,) = dist.glob("*.whl")
+    (direct_wheel,) = direct.glob("*.whl")
+    session.run("twine", "check", "--strict", str(sdist), str(wheel))
+    session.run("check-wheel-contents", str(wheel))
+
+    def contents(path: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(path) as z:
+            return {n: z.read(n) for n in z.namelist() if not n.endswith("/RECORD")}
+
+    if contents(wheel) != contents(direct_wheel):
+        session.error("the wheel built from the sdist differs from the one built from the source tree")
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    missing = [
+        n
+        for n in ("tests/conftest.py", "tests/test_sin_opcheck.py", "CHANGELOG.md", "docs/adopting.md")
+        if n not in names
+    ]
+    if missing:
+        session.error(f"the sdist lacks {missing}")
+    # The wheel as a user installs it: a fresh environment, run from outside the source tree.
+    env_dir = tmp / "wheel-env"
+    shutil.rmtree(env_dir, ignore_errors=True)
+    session.run("uv", "venv", "--quiet", "-p", session.python, str(env_dir), external=True)
+    python = str(env_dir / "bin" / "python")
+    session.run(
+        "uv", "pip", "install", "--quiet", "--python", python, f"torch=={TOOLING_RELEASE}", str(wheel), external=True
+    )
+    session.chdir(tmp)
+    session.run(
+        python,
+        "-c",
+        "import tagged_ops, sys; print('tagged_ops', tagged_ops.__version__, 'from', tagged_ops.__file__)",
+        external=True,
+    )
+    session.run(python, "-m", "tagged_ops", external=True)
+
+
 @nox.session(name="compat_matrix", python=False)
 def compat_matrix(session: nox.Session) -> None:
     """Regenerate compat_matrix.md from results/*.json (``-- --check``: only verify it)."""
     session.run(sys.executable, str(ROOT / "tools" / "compat_matrix.py"), *session.posargs, external=True)
 
 
-@nox.session(name="lint", python=python_for("2.13.0"), tags=["ci"])
+@nox.session(name="lint", python=PYTHON[TOOLING_RELEASE], tags=["ci"])
 def lint(session: nox.Session) -> None:
     """ruff (check and format --check) and mypy over the package; actionlint and zizmor over the CI workflow (offline)."""
-    session.install("ruff", "mypy", "numpy", "torch==2.13.0", "zizmor")
+    session.install("ruff", "mypy", "numpy", f"torch=={TOOLING_RELEASE}", "zizmor")
     sources = ["src", "tests", "benchmarks", "tools", "noxfile.py", "examples", "downstream"]
     session.run("ruff", "check", *sources)
     session.run("ruff", "format", "--check", *sources)

@@ -99,7 +99,7 @@ def test_calls_bind_as_the_dispatcher_binds_them(path: str, ns: str, kind: str) 
             with pytest.raises(RuntimeError) as raised:
                 op(*args, **kwargs)
             assert str(raised.value) == expected
-            for t, (copy, version) in zip(tensors, before):
+            for t, (copy, version) in zip(tensors, before, strict=True):
                 assert t._version == version and torch.equal(t, copy)
 
     try:

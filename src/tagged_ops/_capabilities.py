@@ -19,7 +19,17 @@ import inspect
 from typing import Any, Callable, Mapping
 
 import torch
-from torch._library.utils import parse_namespace
+
+# -- the oldest torch we support: 2.2 --------------------------------------------------
+# Detected by what tagged_ops cannot work without, never by version string (see
+# docs/SUPPORT.md for the supported releases and how one is dropped).
+try:
+    from torch._library.utils import parse_namespace
+except ImportError as e:  # torch 2.1 and older
+    raise ImportError(
+        f"tagged_ops supports torch 2.2 and newer (docs/SUPPORT.md); the installed torch {torch.__version__} "
+        "has no torch._library.utils.parse_namespace: install torch 2.2 or newer."
+    ) from e
 
 
 def _accepts_keyword(fn: Callable[..., Any] | None, name: str) -> bool:
@@ -53,8 +63,11 @@ NATIVE_TAGS: bool = _probe_native_tags()
 # -- torch._library.infer_schema (2.4; torch._custom_op.impl before) ----------------
 
 
+@functools.cache
 def _schema_inference() -> Any:
-    # The annotation -> schema-type table and return parsing behind custom_op's schema inference.
+    # The annotation -> schema-type table and return parsing behind custom_op's schema
+    # inference: private names, looked up on first use by the backport that needs them
+    # (releases without native tags), so a torch that moves them still imports us.
     for name in ("torch._library.infer_schema", "torch._custom_op.impl"):
         try:
             module = importlib.import_module(name)
@@ -62,14 +75,20 @@ def _schema_inference() -> Any:
             continue
         if hasattr(module, "SUPPORTED_PARAM_TYPES") and hasattr(module, "parse_return"):
             return module
-    raise ImportError(f"tagged_ops needs torch 2.2+: torch {torch.__version__} has no custom-op schema inference")
+    raise ImportError(
+        f"tagged_ops: torch {torch.__version__} has no custom-op schema inference where tagged_ops looks for it "
+        "(torch._library.infer_schema.SUPPORTED_PARAM_TYPES / parse_return); see docs/SUPPORT.md"
+    )
 
 
-_SCHEMA_INFERENCE = _schema_inference()
-#: Annotation -> schema type, as torch's own schema inference accepts them.
-SUPPORTED_PARAM_TYPES: Mapping[Any, str] = _SCHEMA_INFERENCE.SUPPORTED_PARAM_TYPES
-#: ``parse_return(annotation, error_fn) -> str``: torch's own return-type parsing.
-parse_return: Callable[[Any, Callable[[str], Any]], str] = _SCHEMA_INFERENCE.parse_return
+def supported_param_types() -> Mapping[Any, str]:
+    """Annotation -> schema type, as torch's own schema inference accepts them."""
+    return _schema_inference().SUPPORTED_PARAM_TYPES  # type: ignore[no-any-return]
+
+
+def parse_return(annotation: Any, error_fn: Callable[[str], Any]) -> str:
+    """torch's own return-type parsing: the schema text of ``annotation``."""
+    return _schema_inference().parse_return(annotation, error_fn)  # type: ignore[no-any-return]
 
 
 # -- torch._library.custom_ops.CustomOpDef.register_* (2.4+, methods added since) ----

@@ -189,7 +189,7 @@ else:
         """Backport of 2.13's ``infer_schema(fn, mutates_args=..., tags=<kind's tag>)``.
 
         Same checks in the same order, same ``ValueError`` text; built on the
-        installed torch's own annotation table (``caps.SUPPORTED_PARAM_TYPES``).
+        installed torch's own annotation table (``caps.supported_param_types()``).
         """
         sig = inspect.signature(fn)
         tag = _TAG_NAME[kind]
@@ -207,7 +207,7 @@ else:
         else:
             mutates = tuple(mutates_args)
 
-        supported = caps.SUPPORTED_PARAM_TYPES
+        supported = caps.supported_param_types()
         params: list[str] = []
         star = False
         first_positional: tuple[str, str, str] | None = None  # (name, schema type, alias)
