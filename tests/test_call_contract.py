@@ -405,3 +405,23 @@ def test_scripted_code_calls_the_handle(path: str, ns: str) -> None:
     assert torch.equal(scripted(x_script), f(x_eager)) and torch.equal(x_script, x_eager)
     with pytest.raises(RuntimeError, match="Keyword argument out unknown"):
         torch.jit.script(g)
+
+
+def test_parameters_named_like_builtins(path: str, ns: str) -> None:
+    """The handle's generated call must not shadow the builtins it uses (``type``) with
+    the user's parameter names: eager, compiled on a view, and a bad call."""
+
+    @tagged_ops.define_out(f"{ns}::times.out")
+    def times(x: Tensor, type: int = 1, *, out: Tensor) -> Tensor:
+        torch.mul(x, type, out=out)
+        return out
+
+    base = torch.zeros(4)
+    assert torch.equal(times(torch.ones(2), 3, out=base[:2]), torch.full((2,), 3.0))
+    compiled = torch.compile(lambda a, b: times(a, type=2, out=b[1:3]), fullgraph=True)
+    eager_buf, compiled_buf = torch.zeros(4), torch.zeros(4)
+    times(torch.ones(2), type=2, out=eager_buf[1:3])
+    compiled(torch.ones(2), compiled_buf)
+    assert torch.equal(compiled_buf, eager_buf)
+    with pytest.raises(RuntimeError, match="is missing value for argument 'out'"):
+        times(torch.ones(2), type=2)

@@ -198,23 +198,32 @@ def make_handle_call(
         _compiled_call=compiled_call,
         _grad_error=grad_error,
     )
-    ns.update(_tagged_ops_absent=_ABSENT, _argument_error=functools.partial(argument_error, sig, declaration))
+    ns.update(
+        _tagged_ops_absent=_ABSENT,
+        _TaggedOpsAbsent=_Absent,
+        _tagged_ops_type=type,  # a parameter may be named "type"
+        _argument_error=functools.partial(argument_error, sig, declaration),
+    )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
     # Every parameter defaults to an "absent" marker and surplus arguments land in
     # *surplus / **unknown, so a call that does not fit reaches the body and raises
     # the dispatcher's RuntimeError, as a native op does (Python's TypeError would be
     # raised before the first line, where nothing can catch it). Defaults are filled
-    # in after that check, so it counts what the caller passed.
+    # in after that check, so it counts what the caller passed. The test is on the type:
+    # Dynamo 2.2 cannot compare a Tensor with an object by identity (only with None).
     absent, surplus, unknown = "_tagged_ops_absent", "_tagged_ops_surplus", "_tagged_ops_unknown"
     positional = [p.name for p in sig.params if not p.keyword_only]
     keywords = [p.name for p in sig.params if p.keyword_only]
     params = ", ".join(
         [f"{n}={absent}" for n in positional] + [f"*{surplus}"] + [f"{n}={absent}" for n in keywords] + [f"**{unknown}"]
     )
-    bad_call = " or ".join([f"{p.name} is {absent}" for p in sig.params if p.name not in exprs] + [surplus, unknown])
+    missing = [f"_tagged_ops_type({p.name}) is _TaggedOpsAbsent" for p in sig.params if p.name not in exprs]
+    bad_call = " or ".join([*missing, surplus, unknown])
     given = ", ".join(f"{n!r}: {n}" for n in [*positional, *keywords])
-    defaults = "".join(f"    if {n} is {absent}:\n        {n} = {e}\n" for n, e in exprs.items())
+    defaults = "".join(
+        f"    if _tagged_ops_type({n}) is _TaggedOpsAbsent:\n        {n} = {e}\n" for n, e in exprs.items()
+    )
     autograd = ""
     if autograd_call is not None:
         autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        _autograd_call({args})\n"
@@ -247,7 +256,16 @@ _SCRIPTED_SIGNATURE = inspect.Signature(
         inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
     ]
 )
-_ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
+
+
+class _Absent:
+    """The default of every parameter of a handle's call: the caller did not pass it."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
 
 
 def argument_error(
