@@ -3,9 +3,10 @@
 The handle must take the user's signature on every release (defaults, keywords,
 keyword-only out buffers), cost next to nothing per call, and be traceable by
 Dynamo on torch 2.4 (which cannot trace ``inspect.Signature.bind``). So for each
-op we generate small plain functions with the exact parameter lists, once, at
-definition time. Python then does the argument binding, and its own TypeError
-names the op (the functions are named after its qualified name).
+op we generate small plain functions with the user's parameter names, once, at
+definition time. Python then does the argument binding; a call that does not fit
+raises the dispatcher's own RuntimeError and sentence (``argument_error``), as a
+native op's call does (the functions are named after the op's qualified name).
 """
 
 from __future__ import annotations
