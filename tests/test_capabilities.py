@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 import types
 
 import pytest
@@ -127,3 +129,39 @@ def test_is_exporting_is_true_under_torch_export(strict: bool) -> None:
 
     x = torch.zeros(2)
     assert torch.equal(torch.export.export(M(), (x,), strict=strict).module()(x), x + 1)
+
+
+def test_an_unsupported_torch_gets_a_clear_import_error() -> None:
+    """A torch that cannot register fake kernels (2.1 and older) is refused at import, saying what to do."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch.library as L\n"
+        "for name in ('register_fake', 'impl_abstract'):\n"
+        "    if hasattr(L, name): delattr(L, name)\n"
+        "import tagged_ops._capabilities\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "ImportError: tagged_ops supports torch 2.2 and newer" in done.stderr
+    assert "install torch 2.2 or newer" in done.stderr
+
+
+def test_parse_namespace_backport_matches_torch() -> None:
+    """The backport used where torch moves ``torch._library.utils.parse_namespace``."""
+    import torch._library.utils as upstream
+
+    source = inspect.getsource(caps)
+    namespace: dict[str, object] = {}
+    start = source.index("    def parse_namespace(")
+    body = textwrap.dedent(source[start : source.index("\n\n\n", start)])
+    exec(body, namespace)  # noqa: S102 - our own source, the else branch of the probe
+    backport = namespace["parse_namespace"]
+    for qualname in ("ns::op", "ns::op.out", "mylib::x_.Tensor"):
+        assert backport(qualname) == upstream.parse_namespace(qualname)  # type: ignore[operator]
+    for bad in ("op", "a::b::c"):
+        with pytest.raises(ValueError):
+            backport(bad)  # type: ignore[operator]
+        with pytest.raises(ValueError):
+            upstream.parse_namespace(bad)

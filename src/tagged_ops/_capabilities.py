@@ -21,15 +21,28 @@ from typing import Any, Callable, Mapping
 import torch
 
 # -- the oldest torch we support: 2.2 --------------------------------------------------
-# Detected by what tagged_ops cannot work without, never by version string (see
-# docs/SUPPORT.md for the supported releases and how one is dropped).
-try:
-    from torch._library.utils import parse_namespace
-except ImportError as e:  # torch 2.1 and older
+# Detected by what tagged_ops cannot work without, never by version string: a
+# fake-kernel registration (torch.library.impl_abstract, 2.2; register_fake, 2.4).
+# docs/SUPPORT.md says which releases are supported and how one is dropped.
+if not (hasattr(torch.library, "register_fake") or hasattr(torch.library, "impl_abstract")):
     raise ImportError(
         f"tagged_ops supports torch 2.2 and newer (docs/SUPPORT.md); the installed torch {torch.__version__} "
-        "has no torch._library.utils.parse_namespace: install torch 2.2 or newer."
-    ) from e
+        "cannot register fake kernels for custom ops (torch.library.impl_abstract): install torch 2.2 or newer."
+    )
+
+
+# -- torch._library.utils.parse_namespace (2.2) -------------------------------------
+
+if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "parse_namespace"):
+    from torch._library.utils import parse_namespace
+else:
+
+    def parse_namespace(qualname: str) -> tuple[str, str]:
+        """``"ns::name.overload"`` -> ``("ns", "name.overload")``, as torch's own (moved or gone here)."""
+        splits = qualname.split("::")
+        if len(splits) != 2:
+            raise ValueError(f"Expected `qualname` to be of the form 'namespace::name', but got {qualname}")
+        return splits[0], splits[1]
 
 
 def _accepts_keyword(fn: Callable[..., Any] | None, name: str) -> bool:
