@@ -1,4 +1,4 @@
-"""Contract 7: postponed annotations, typing.Optional/List and builtin generics, on every release."""
+"""Postponed annotations, typing.Optional/List and builtin generics, on every release."""
 
 from __future__ import annotations
 

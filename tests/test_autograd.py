@@ -1,4 +1,4 @@
-"""Contract 4 and 5: no silent wrong gradient, ever; no autograd formula for mutable ops."""
+"""No silent wrong gradient, ever; no autograd formula for mutable ops."""
 
 from __future__ import annotations
 

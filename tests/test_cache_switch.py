@@ -1,4 +1,4 @@
-"""Contract 11: one op name compiled natively and as the fallback, one Inductor cache, never stale code."""
+"""One op name compiled natively and as the fallback, one Inductor cache, never stale code."""
 
 from __future__ import annotations
 

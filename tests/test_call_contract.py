@@ -1,4 +1,4 @@
-"""Contract 2, 3, 6 and 12: what a call does, returns and refuses, on both paths."""
+"""What a call does, returns and refuses, on both paths."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_saved_tensor_mutation_is_detected(path: str, ns: str) -> None:
 
 
 class TestBadInput:
-    """Contract 12: errors name the op and leave every tensor untouched."""
+    """Errors name the op and leave every tensor untouched."""
 
     @pytest.fixture
     def ops(self, path: str, ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:

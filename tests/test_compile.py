@@ -1,4 +1,4 @@
-"""Contract 8: torch.compile matches eager, under autograd too; fullgraph=True never breaks the graph.
+"""Torch.compile matches eager, under autograd too; fullgraph=True never breaks the graph.
 
 The one graph break: an in-place call under autograd (an argument requires grad),
 which runs outside the graph so that a backward through it raises as in eager.

@@ -1,4 +1,4 @@
-"""Contract 1: definition-time errors are 2.13's, word for word, on every path and release."""
+"""Definition-time errors are 2.13's, word for word, on every path and release."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract 9: torch.export of a module that mutates a buffer through our ops matches eager."""
+"""Torch.export of a module that mutates a buffer through our ops matches eager."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract 10: defining a qualified name again works; the newest definition wins, also through old handles."""
+"""Defining a qualified name again works; the newest definition wins, also through old handles."""
 
 from __future__ import annotations
 
