@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))  # the matrix helpers we ship to users; th
 sys.path.insert(0, str(ROOT / "tools"))
 from releases import CI_RELEASES, FALLBACK_FORCED_RELEASE, PYTHON, RELEASES, TOOLING_RELEASE  # noqa: E402
 
-from tagged_ops._switches import env_flag  # noqa: E402
+from tagged_ops._switches import TORCH_INDEX_ENV_VAR, env_flag  # noqa: E402
 from tagged_ops.testing.nox import install_torch, python_for  # noqa: E402
 
 # The 64 MB compiled-buffer benchmark (under half a minute each); on 2.2 it times
@@ -135,9 +135,9 @@ def tests_next(session: nox.Session) -> None:
     """The whole suite on torch's next release: the newest pre-release wheel on the index
     ``TAGGED_OPS_TORCH_INDEX_URL`` names (nightly or release candidates). The scheduled
     workflow runs it and opens an issue when it fails; it must take the native path."""
-    index = os.environ.get("TAGGED_OPS_TORCH_INDEX_URL")
+    index = os.environ.get(TORCH_INDEX_ENV_VAR)
     if not index:
-        session.error("set TAGGED_OPS_TORCH_INDEX_URL to an index with torch pre-release wheels")
+        session.error(f"set {TORCH_INDEX_ENV_VAR} to an index with torch pre-release wheels")
     try:
         session.install("--pre", "--index-url", index, "--extra-index-url", "https://pypi.org/simple", "torch")
         session.install(*TEST_DEPS)

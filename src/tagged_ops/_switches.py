@@ -11,7 +11,9 @@ import os
 __all__ = [
     "COMPILE_FUNCTIONAL_ENV_VAR",
     "FALLBACK_ENV_VAR",
+    "PRUNE_ENVS_ENV_VAR",
     "REQUIRE_CUDA_ENV_VAR",
+    "TORCH_INDEX_ENV_VAR",
     "compile_functional_forced",
     "env_flag",
     "fallback_forced",
@@ -24,6 +26,10 @@ FALLBACK_ENV_VAR = "TAGGED_OPS_FALLBACK"
 COMPILE_FUNCTIONAL_ENV_VAR = "TAGGED_OPS_COMPILE_FUNCTIONAL"
 #: ``TAGGED_OPS_REQUIRE_CUDA=1``: a missing GPU fails the CUDA tests instead of skipping them.
 REQUIRE_CUDA_ENV_VAR = "TAGGED_OPS_REQUIRE_CUDA"
+#: ``TAGGED_OPS_PRUNE_ENVS=1``: the nox helper removes each release's environment after its run.
+PRUNE_ENVS_ENV_VAR = "TAGGED_OPS_PRUNE_ENVS"
+#: ``TAGGED_OPS_TORCH_INDEX_URL``: the index the nox helper installs torch from (a URL, not a switch).
+TORCH_INDEX_ENV_VAR = "TAGGED_OPS_TORCH_INDEX_URL"
 
 _ON = frozenset({"1", "true", "yes", "on"})
 _OFF = frozenset({"", "0", "false", "no", "off"})

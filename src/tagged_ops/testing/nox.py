@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from packaging.version import Version
 
-from .._switches import env_flag
+from .._switches import PRUNE_ENVS_ENV_VAR, TORCH_INDEX_ENV_VAR, env_flag
 
 __all__ = ["NUMPY_1_RELEASES", "PYTHON_RANGES", "install_torch", "python_for", "torch_matrix"]
 
@@ -51,7 +51,6 @@ PYTHON_RANGES: dict[str, tuple[str, str]] = {
 NUMPY_1_RELEASES = frozenset({"2.2", "2.3"})
 
 _PREFERRED_PYTHON = "3.11"
-_TORCH_INDEX_ENV = "TAGGED_OPS_TORCH_INDEX_URL"
 
 
 def _minor(release: str) -> str:
@@ -70,7 +69,7 @@ def python_for(release: str, prefer: str = _PREFERRED_PYTHON) -> str:
 def install_torch(session: Any, release: str, *deps: str, env: dict[str, str] | None = None) -> None:
     """``session.install`` torch ``release`` and ``deps`` (NumPy 1 pinned where the release needs it)."""
     pinned = [("numpy<2" if d == "numpy" and _minor(release) in NUMPY_1_RELEASES else d) for d in deps]
-    index = os.environ.get(_TORCH_INDEX_ENV)
+    index = os.environ.get(TORCH_INDEX_ENV_VAR)
     # torch from the given index; everything else keeps the default one
     extra = ["--index-url", index, "--extra-index-url", "https://pypi.org/simple"] if index else []
     session.install(*extra, f"torch=={release}", *pinned, env=env or {})
@@ -117,7 +116,7 @@ def torch_matrix(
                 junit = [f"--junitxml={target}"] if is_pytest else []
                 session.run(*command, *extra, *junit, *session.posargs)
             finally:
-                if prune or env_flag("TAGGED_OPS_PRUNE_ENVS"):
+                if prune or env_flag(PRUNE_ENVS_ENV_VAR):
                     shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
         run.__doc__ = f"The suite on torch {release}" + (
