@@ -152,6 +152,57 @@ def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., A
         torch.library.impl_abstract(qualname, fn, lib=lib)  # same behaviour, older name
 
 
+# -- torch.library.register_vmap (2.5) ------------------------------------------------
+
+if hasattr(torch.library, "register_vmap"):
+    register_vmap = torch.library.register_vmap
+else:
+
+    class _VmapInfo:
+        def __init__(self, batch_size: int, randomness: str) -> None:
+            self.batch_size = batch_size
+            self.randomness = randomness
+
+    def register_vmap(  # type: ignore[misc]
+        op: str, func: Callable[..., Any], /, *, lib: torch.library.Library
+    ) -> None:
+        """Backport of ``torch.library.register_vmap`` for a Python rule over Tensor arguments:
+        ``func(info, in_dims, *args, **kwargs) -> (outputs, out_dims)`` runs at the
+        FuncTorchBatched key on the unbatched values, one vmap level down, as upstream's does."""
+        from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
+        functorch = torch._C._functorch
+
+        def batched(*args: Any, **kwargs: Any) -> Any:
+            interpreter: Any = retrieve_current_functorch_interpreter()
+            level = interpreter.level()
+            values, in_dims = [], []
+            for a in args:
+                if (
+                    isinstance(a, torch.Tensor)
+                    and functorch.is_batchedtensor(a)
+                    and functorch.maybe_get_level(a) == level
+                ):
+                    value, dim = functorch._unwrap_batched(a, level)
+                else:
+                    value, dim = a, None
+                values.append(value)
+                in_dims.append(dim)
+            info = _VmapInfo(interpreter.batch_size(), str(getattr(interpreter, "randomness", lambda: "error")()))
+            with interpreter.lower():
+                outputs, out_dims = func(info, tuple(in_dims), *values, **kwargs)
+            if outputs is None:
+                return None
+            if isinstance(outputs, torch.Tensor):
+                return outputs if out_dims is None else functorch._add_batch_dim(outputs, out_dims, level)
+            dims = out_dims if isinstance(out_dims, (tuple, list)) else [out_dims] * len(outputs)
+            return tuple(
+                o if d is None else functorch._add_batch_dim(o, d, level) for o, d in zip(outputs, dims, strict=True)
+            )
+
+        lib.impl(parse_namespace(op)[1], batched, "FuncTorchBatched")
+
+
 # -- torch.library.opcheck (2.4; torch.testing._internal.optests before) -------------
 
 

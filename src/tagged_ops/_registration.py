@@ -129,7 +129,7 @@ class Registration:
         # handle uses its lowering's twin.
         if not tags:
             self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
-            if sig.kind == "inplace" and hasattr(torch.library, "register_vmap"):
+            if sig.kind == "inplace":
                 self._register_vmap_loop()
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
@@ -168,7 +168,7 @@ class Registration:
 
         fragment = Library(self.sig.namespace, "FRAGMENT")
         with _by_name.on_the_dispatcher(qualname):
-            torch.library.register_vmap(qualname, rule, lib=fragment)
+            caps.register_vmap(qualname, rule, lib=fragment)
         self._kernel_libs[self.VMAP_KEY] = fragment
 
     def drop_vmap_loop(self) -> None:
