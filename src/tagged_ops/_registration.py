@@ -14,8 +14,8 @@ Here a call makes one trip into Python, the backend kernel, which:
   (``autograd_call``), so only a direct ``torch.ops`` call gets this error;
 * bumps every mutated tensor's version counter (a numpy kernel does not).
 
-The Autograd key is a fallthrough, so autograd adds nothing per call (registered
-once per name and kept, see ``_anchor.py``). The fake
+The Autograd key is a fallthrough, so autograd adds nothing per call (kept across
+a redefinition with the same schema, see ``_anchor.py``). The fake
 kernel is the trivial one unless the user registers their own.
 
 What differs between the native and the fallback path is only the schema (and
