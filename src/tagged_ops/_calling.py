@@ -279,7 +279,7 @@ def argument_error(
     a missing one, an unknown keyword. (Python itself still raises TypeError for
     an argument given both by position and by keyword, before any of this.)
     """
-    name = sig.qualname.partition(".")[0]
+    name = f"{sig.namespace}::{sig.packet}"  # the dispatcher names the schema without its overload
     params = sig.params
     received = sum(v is not _ABSENT for v in given.values()) + len(surplus) + len(unknown)
     if received > len(params):

@@ -166,14 +166,15 @@ else:
     def register_vmap(  # type: ignore[misc]
         op: str, func: Callable[..., Any], /, *, lib: torch.library.Library
     ) -> None:
-        """Backport of ``torch.library.register_vmap`` for a Python rule over Tensor arguments:
-        ``func(info, in_dims, *args, **kwargs) -> (outputs, out_dims)`` runs at the
-        FuncTorchBatched key on the unbatched values, one vmap level down, as upstream's does."""
+        """Backport of ``torch.library.register_vmap`` for what tagged_ops registers: a rule
+        ``func(info, in_dims, *args, **kwargs) -> (None, None)`` of an op that returns nothing
+        (the fallback in-place op's loop), run at the FuncTorchBatched key on the unbatched
+        values, one vmap level down, as upstream's runs."""
         from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
         functorch = torch._C._functorch
 
-        def batched(*args: Any, **kwargs: Any) -> Any:
+        def batched(*args: Any, **kwargs: Any) -> None:
             interpreter: Any = retrieve_current_functorch_interpreter()
             level = interpreter.level()
             values, in_dims = [], []
@@ -188,17 +189,11 @@ else:
                     value, dim = a, None
                 values.append(value)
                 in_dims.append(dim)
-            info = _VmapInfo(interpreter.batch_size(), str(getattr(interpreter, "randomness", lambda: "error")()))
+            info = _VmapInfo(interpreter.batch_size(), str(interpreter.randomness()))
             with interpreter.lower():
-                outputs, out_dims = func(info, tuple(in_dims), *values, **kwargs)
-            if outputs is None:
-                return None
-            if isinstance(outputs, torch.Tensor):
-                return outputs if out_dims is None else functorch._add_batch_dim(outputs, out_dims, level)
-            dims = out_dims if isinstance(out_dims, (tuple, list)) else [out_dims] * len(outputs)
-            return tuple(
-                o if d is None else functorch._add_batch_dim(o, d, level) for o, d in zip(outputs, dims, strict=True)
-            )
+                outputs, _ = func(info, tuple(in_dims), *values, **kwargs)
+            if outputs is not None:
+                raise NotImplementedError(f"{op}: this torch's register_vmap backport takes rules that return nothing")
 
         lib.impl(parse_namespace(op)[1], batched, "FuncTorchBatched")
 
