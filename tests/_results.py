@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops._switches import env_flag
+from tagged_ops._switches import FALLBACK_ENV_VAR, env_flag
 
 AREAS = {
     "test_definition_errors": "eager",
@@ -48,6 +48,7 @@ AREAS = {
     "test_upstream_inplace_tag": "upstream-derived",
     "test_upstream_out_variant": "upstream-derived",
     "test_upstream_custom_ops": "upstream-derived",
+    "test_cpp_kernel": "C++ kernels",
 }
 
 
@@ -70,6 +71,10 @@ class ResultsRecorder:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else "other"
         params = getattr(getattr(item, "callspec", None), "params", {})
         area = "cuda" if params.get("tagged_ops_device") == "cuda" else AREAS.get(module, "other")
+        if area == "C++ kernels":  # these run on the path the whole run takes, or say which in `fallback`
+            if "fallback" in params:
+                return area, "fallback" if params["fallback"] else "native"
+            return area, "native" if tagged_ops.NATIVE_TAGS and not env_flag(FALLBACK_ENV_VAR) else "fallback"
         return area, str(params.get("path", "any"))
 
     @pytest.hookimpl(hookwrapper=True)

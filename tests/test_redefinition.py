@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -11,6 +13,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
+from tagged_ops._switches import FALLBACK_ENV_VAR
 
 
 def _define(ns: str, fn_name: str) -> tagged_ops.TaggedOp:
@@ -274,3 +277,50 @@ def test_unpickling_a_handle_whose_op_is_not_defined_says_so(ns: str) -> None:
 
     with pytest.raises(pickle.UnpicklingError, match=f"{ns}::gone: no op of that name is defined in this process"):
         _handle_named(f"{ns}::gone", "tagged_ops")
+
+
+_DISPATCH_MODE_THEN_RELOAD = """
+import gc, torch, tagged_ops
+from torch.utils._python_dispatch import TorchDispatchMode
+
+class Seen(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+def define():
+    @tagged_ops.define_out("reload_probe::sin.out")
+    def sin_out(x: torch.Tensor, scale: float = 1.0, *, out: torch.Tensor) -> torch.Tensor:
+        torch.sin(x, out=out).mul_(scale)
+        return out
+    return sin_out
+
+op = define()
+with Seen():  # torch caches the Python op object in the dispatcher entry here
+    op(torch.randn(3), out=torch.empty(3))
+op = define()  # a module reload: same schema, new Python op objects
+gc.collect()
+x, o = torch.randn(3), torch.empty(3)
+torch.compile(lambda x, o: op(x, 2.0, out=o), fullgraph=True)(x, o)
+assert torch.allclose(o, 2 * x.sin())
+print("ok")
+"""
+
+
+@pytest.mark.usefixtures("sets_the_fallback_switch_itself")
+@pytest.mark.parametrize("fallback", [False, True])
+def test_reload_after_a_dispatch_mode_saw_the_op_then_compile(fallback: bool) -> None:
+    """The dispatcher entry kept across a reload caches the Python op object without holding it.
+
+    Before tagged_ops kept those objects alive, the compile after such a reload read
+    freed memory (a segfault on the fallback path, 2.13.0: opcheck's schema test is such
+    a dispatch mode). A fresh process, as the crash would take the test run with it.
+    """
+    if not fallback and not tagged_ops.NATIVE_TAGS:
+        pytest.skip(f"torch {torch.__version__} has no native tagged custom ops")
+    env = dict(os.environ)
+    env.pop(FALLBACK_ENV_VAR, None)
+    if fallback:
+        env[FALLBACK_ENV_VAR] = "1"
+    run = subprocess.run([sys.executable, "-c", _DISPATCH_MODE_THEN_RELOAD], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, f"exit status {run.returncode}\n" + run.stdout[-2000:] + run.stderr[-4000:]
+    assert run.stdout.strip().endswith("ok")

@@ -23,7 +23,16 @@ from releases import FALLBACK_FORCED_RELEASE, RELEASES  # noqa: E402 - the one r
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 TARGET = ROOT / "compat_matrix.md"
-AREAS = ["eager", "opcheck", "compile", "export", "testing kit", "real-library forms", "upstream-derived"]
+AREAS = [
+    "eager",
+    "opcheck",
+    "compile",
+    "export",
+    "testing kit",
+    "real-library forms",
+    "upstream-derived",
+    "C++ kernels",
+]
 
 HEADER = """# Compatibility matrix
 
@@ -37,7 +46,10 @@ known gaps below, and the deliberate differences from raw `custom_op` listed in 
 are not counted; **not run** means no run produced a result, never a guess. "real-library forms":
 overload names, `schema=` strings, functional/out pairs and library idioms (tests/test_overloads.py,
 test_schema_strings.py, test_idioms.py); "upstream-derived": PyTorch's own tests for the two tags,
-re-expressed against the handle (tests/test_upstream_*.py).
+re-expressed against the handle (tests/test_upstream_*.py); "C++ kernels": examples/cpp_kernel, C++ kernels
+registered with `TAGGED_OPS_IMPL` (`<tagged_ops/kernel.h>`), built with `torch.utils.cpp_extension` on that release
+and run eager, under opcheck, compiled on views and exported (tests/test_cpp_kernel.py; CPU kernels; "not run" in a
+row whose run predates the column).
 """
 
 

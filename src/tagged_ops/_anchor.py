@@ -11,7 +11,9 @@ call the newest definition, as native ``custom_op`` does across a module reload.
 Only while the definition stays the same: torch caches a schema per entry (fx's
 argument normalization, functionalization), so a definition with another schema
 or tags (native -> fallback, an edited signature) releases the anchor first and
-gets a fresh entry; objects captured before it then hold the destroyed op.
+gets a fresh entry; objects captured before it then hold the destroyed op. Where
+kernels registered from C++ keep the entry alive, no fresh entry can be had, and such
+a redefinition raises :class:`RedefinitionError` instead.
 """
 
 from __future__ import annotations
@@ -20,23 +22,48 @@ from torch.library import Library, fallthrough_kernel
 
 from . import _capabilities as caps
 
-__all__ = ["anchor", "release_unless_same"]
-
-_ANCHORS: dict[tuple[str, str], tuple[str, Library]] = {}
+__all__ = ["RedefinitionError", "anchor", "release_unless_same"]
 
 
-def release_unless_same(namespace: str, opname: str, definition: str) -> None:
-    """Before ``namespace::opname`` is defined as ``definition``: drop an anchor kept for another one."""
+class RedefinitionError(RuntimeError):
+    """A name cannot be defined again with another schema in this process."""
+
+
+_ANCHORS: dict[tuple[str, str], tuple[str, Library, list[object]]] = {}
+
+
+def release_unless_same(namespace: str, opname: str, definition: str, *, owner: str) -> None:
+    """Before ``namespace::opname`` is defined as ``definition``: drop an anchor kept for another one.
+
+    ``owner``: the user's op the name belongs to (itself, or the op a helper serves), for errors.
+    """
     held = _ANCHORS.get((namespace, opname))
+    if held is None or held[0] != definition:
+        caps.forget_signature(namespace, opname)
     if held is not None and held[0] != definition:
         del _ANCHORS[namespace, opname]
         caps.destroy_library(held[1])
+        if caps.dispatcher_entry_exists(f"{namespace}::{opname}"):
+            raise RedefinitionError(
+                f"{owner}: cannot be defined again with another schema in this process: kernels "
+                "registered for it elsewhere (C++ TORCH_LIBRARY_IMPL / TAGGED_OPS_IMPL) keep its dispatcher entry, "
+                "where torch keeps the previous definition's Python op. Keep the schema, or restart the process."
+            )
 
 
-def anchor(namespace: str, opname: str, definition: str) -> None:
-    """Register ``namespace::opname``'s Autograd fallthrough, kept until a different definition."""
-    if (namespace, opname) in _ANCHORS:
-        return  # still registered from an earlier, identical definition of the name
+def anchor(namespace: str, opname: str, definition: str, op: object) -> None:
+    """Register ``namespace::opname``'s Autograd fallthrough, kept until a different definition.
+
+    ``op`` (the new definition's ``OpOverload``) is kept alive as long as the entry: torch
+    caches the Python op object in the entry on its first Python dispatch (a
+    TorchDispatchMode, Dynamo's tracing) and holds it without a reference; a reload
+    that dropped it left the entry pointing at freed memory (a segfault in the next
+    compile after opcheck).
+    """
+    held = _ANCHORS.get((namespace, opname))
+    if held is not None:
+        held[2].append(op)  # still registered from an earlier, identical definition of the name
+        return
     lib = Library(namespace, "FRAGMENT")
     lib.impl(opname, fallthrough_kernel, "Autograd")
-    _ANCHORS[namespace, opname] = (definition, lib)
+    _ANCHORS[namespace, opname] = (definition, lib, [op])

@@ -257,6 +257,31 @@ def destroy_library(lib: torch.library.Library) -> None:
             owned.clear()
 
 
+# -- torch.fx.operator_schemas._SCHEMA_TO_SIGNATURE_CACHE (every release) ----------------
+
+
+def forget_signature(namespace: str, opname: str) -> None:
+    """Drop torch.fx's cached Python signature of ``namespace::opname`` before it is defined anew.
+
+    ``normalize_function`` (opcheck's schema test, FX passes) caches one signature per
+    op name and overload, never invalidated: a name redefined with another schema
+    (the native path, then the forced fallback, in one process) was normalized with
+    the old one ("Failed to normalize function").
+    """
+    cache = getattr(importlib.import_module("torch.fx.operator_schemas"), "_SCHEMA_TO_SIGNATURE_CACHE", None)
+    if isinstance(cache, dict):
+        packet, _, overload = opname.partition(".")
+        cache.pop((f"{namespace}::{packet}", overload), None)
+
+
+# -- torch._C._dispatch_dump (every release) -------------------------------------------
+
+
+def dispatcher_entry_exists(qualname: str) -> bool:
+    """Whether the dispatcher still has an entry for ``qualname`` (a schema, or any kernel)."""
+    return bool(torch._C._dispatch_dump(qualname))
+
+
 # -- torch._ops._refresh_packet (2.13) --------------------------------------------
 
 

@@ -68,10 +68,12 @@ class FunctionalTwin:
         self.op: Any = None
         try:
             definition = f"{name}({plain}) -> {ret}"
-            release_unless_same(sig.namespace, name, definition)
+            release_unless_same(sig.namespace, name, definition, owner=sig.qualname)
             self._lib.define(definition, tags=(torch.Tag.pt2_compliant_tag,))
             self._lib.impl(name, lambda *a, **k: run_on_fresh(fresh, op, a, k), "CompositeExplicitAutograd")
-            anchor(sig.namespace, name, definition)  # the Autograd fallthrough, kept across reloads
+            anchor(
+                sig.namespace, name, definition, lookup_op(sig.namespace, name)
+            )  # the Autograd fallthrough, kept across reloads
             caps.register_fake(
                 self._lib, f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k)
             )

@@ -117,14 +117,14 @@ class Registration:
         definition = f"{opname}{schema[schema.index('(') :]}"
         all_tags = (*tags, torch.Tag.pt2_compliant_tag)
         anchor_key = f"{definition} {all_tags}"  # what the kept dispatcher entry was defined as
-        release_unless_same(sig.namespace, opname, anchor_key)
+        release_unless_same(sig.namespace, opname, anchor_key, owner=sig.qualname)
         self.lib.define(definition, tags=all_tags)
         caps.refresh_packet(sig.namespace, opname.partition(".")[0])
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._messages()
         self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
-        anchor(sig.namespace, opname, anchor_key)  # the Autograd fallthrough, kept across reloads
+        anchor(sig.namespace, opname, anchor_key, self.op)  # the Autograd fallthrough, kept across reloads
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
         # handle uses its lowering's twin.
