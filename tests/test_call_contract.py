@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import traceback
 from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
@@ -425,3 +426,21 @@ def test_parameters_named_like_builtins(path: str, ns: str) -> None:
     assert torch.equal(compiled_buf, eager_buf)
     with pytest.raises(RuntimeError, match="is missing value for argument 'out'"):
         times(torch.ones(2), type=2)
+
+
+def test_a_traceback_through_a_kernel_shows_each_generated_line(path: str, ns: str) -> None:
+    """A bug in a kernel is reported with the source of every tagged_ops frame it passed through."""
+
+    @tagged_ops.define_out(f"{ns}::broken.out")
+    def broken_out(x: Tensor, *, out: Tensor) -> Tensor:
+        raise ValueError("a bug in the kernel")
+
+    with pytest.raises(ValueError, match="a bug in the kernel") as info:
+        broken_out(torch.ones(2), out=torch.empty(2))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    generated = [f for f in frames if f.filename.startswith("<tagged_ops ")]
+    assert len(generated) >= 2, frames  # the handle's call, and the kernel adapter
+    for frame in generated:
+        assert frame.line, f"no source line for {frame.filename}:{frame.lineno}"
+    assert any("_fn(" in (f.line or "") for f in generated)  # the adapter's call of the user's kernel
+    assert frames[-1].name == "broken_out"

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -344,3 +345,42 @@ def test_compile_clone_stage_names_the_hazard_and_the_remedy(path: str, ns: str)
     else:  # this torch keeps the clone (2.2 compiles through the twin; 2.15 is fixed)
         check(define(), example, **kit)  # type: ignore[arg-type]
     assert "passed" in check(define(compile_functional=True), example, **kit)  # type: ignore[arg-type]
+
+
+def test_a_bug_inside_a_functional_reference_is_reported_as_that_bug(path: str, ns: str) -> None:
+    """The reference's form comes from its signature, so its own TypeError is not taken for a form."""
+
+    @tagged_ops.define_out(f"{ns}::twice_out")
+    def twice_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.mul(x, 2, out=out)
+        return out
+
+    def buggy(x: Tensor) -> Tensor:
+        return x * "2"  # type: ignore[operator]  # a TypeError inside the reference
+
+    with pytest.raises(AssertionError) as info:
+        check(
+            twice_out, [((torch.randn(4),), {"out": torch.empty(4)})], reference=buggy, devices=["cpu"], compile=False
+        )
+    lines = [line for line in str(info.value).splitlines() if " reference: " in line]
+    assert lines and all("the reference raised TypeError" in line for line in lines), lines
+    assert not any("unexpected keyword argument 'out'" in line for line in lines), lines
+
+
+def test_the_reference_form_can_be_given(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::sin_out")
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    example = [((torch.randn(4),), {"out": torch.empty(4)})]
+    check(sin_out, example, reference=torch.sin, devices=["cpu"], compile=False)  # a builtin: functional
+
+    def mutating(*args: Any, **kwargs: Any) -> None:  # the call form, with no `out` in its signature
+        torch.sin(*args, **kwargs)
+
+    check(sin_out, example, reference=mutating, reference_form="call", devices=["cpu"], compile=False)
+    with pytest.raises(
+        AssertionError, match="a functional reference returns the out buffers' values; it returned None"
+    ):
+        check(sin_out, example, reference=mutating, devices=["cpu"], compile=False)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import linecache
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
@@ -68,9 +70,18 @@ def _result(sig: OpSignature) -> str:
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
 
 
+_GENERATED = itertools.count()
+
+
 def generate(sig: OpSignature, source: str, namespace: dict[str, Any], name: str) -> Callable[..., Any]:
-    """Compile ``source`` (one ``def``) in ``namespace`` and name the function ``name``."""
-    code = compile(source, f"<tagged_ops {sig.qualname}>", "exec")
+    """Compile ``source`` (one ``def``) in ``namespace`` and name the function ``name``.
+
+    The source goes into ``linecache`` under a file name of its own (as torch.fx does
+    for the code it generates), so a traceback through it shows its lines.
+    """
+    filename = f"<tagged_ops {sig.qualname} #{next(_GENERATED)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
     exec(code, namespace)  # noqa: S102 - source is built from validated identifiers only
     fn: Callable[..., Any] = namespace["_generated"]
     fn.__name__ = fn.__qualname__ = name

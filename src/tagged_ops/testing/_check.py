@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
 from torch import Tensor
@@ -57,6 +58,7 @@ def check(
     examples: Sequence[Example],
     *,
     reference: Callable[..., Any] | None = None,
+    reference_form: Literal["functional", "call"] | None = None,
     compile: bool = True,
     export: bool = False,
     dtypes: Sequence[torch.dtype] = (),
@@ -76,7 +78,10 @@ def check(
       ``lambda x: x * 2`` for an out= op): called with the example's inputs only,
       out buffers left out, it returns a Tensor, a tuple of Tensors or NumPy
       arrays, one per mutated tensor; or mutating, in the handle's call form
-      (``lambda x, *, out: torch.sin(x, out=out)``), returning None;
+      (``lambda x, *, out: torch.sin(x, out=out)``), returning None. The form is
+      ``reference_form`` where given; otherwise an out= op's reference is in the call
+      form when its signature names every out buffer, functional when it does not
+      (or has no readable signature); an in-place op's is functional unless it returns None;
     * ``returns``: the op returns the very object(s) it mutated;
     * ``out-buffers``: out buffers are written, never read: results must not change
       when they are pre-filled with a sentinel (NaN) and then with other garbage;
@@ -94,6 +99,7 @@ def check(
     """
     failures: list[str] = []
     stages_run = 0
+    form = _reference_form(op, reference, reference_form)
     samples = [
         Sample(f"{ex.label}:{s.label}", s.args, s.kwargs)
         for ex in map(_as_sample, examples)
@@ -166,7 +172,7 @@ def check(
         if reference is not None:
             stages_run += 1
             try:
-                ref_mutated = _reference_effect(op, reference, sample, mutated)
+                ref_mutated = _reference_effect(op, reference, form, sample, mutated)
             except Exception as e:  # noqa: BLE001
                 fail("reference", f"the reference raised {_brief(e)}")
                 ref_mutated = None
@@ -206,31 +212,55 @@ def check(
     return f"{op.qualname}: tagged_ops.testing.check passed {stages_run} checks on {len(samples)} samples ({path} path)"
 
 
+def _reference_form(
+    op: TaggedOp, reference: Callable[..., Any] | None, given: str | None
+) -> Literal["functional", "call"] | None:
+    """The form ``reference`` is written in: as given, or read from its signature (never by trying it)."""
+    if reference is None:
+        return None
+    if given is not None:
+        if given not in ("functional", "call"):
+            raise ValueError(f"reference_form must be 'functional' or 'call', not {given!r}")
+        return given  # type: ignore[return-value]
+    if op.kind == "inplace":
+        return "functional"  # called alike in both forms; one that returns None is taken as mutating
+    try:
+        params = inspect.signature(reference).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: a functional torch op
+        return "functional"
+    named = all(
+        name in params and params[name].kind is not inspect.Parameter.POSITIONAL_ONLY for name in op.mutated_args
+    )
+    return "call" if named else "functional"
+
+
 def _reference_effect(
-    op: TaggedOp, reference: Callable[..., Any], sample: Sample, mutated: tuple[Tensor, ...]
+    op: TaggedOp, reference: Callable[..., Any], form: str | None, sample: Sample, mutated: tuple[Tensor, ...]
 ) -> tuple[Tensor, ...]:
     """What ``reference`` says the mutated tensors must hold after the call.
 
     A functional reference (returns a Tensor, a tuple of Tensors or NumPy arrays)
     is called with the example's inputs only, out buffers left out; its results
     stand for the mutated tensor (in-place) or the out buffers (out=), in order.
-    A reference that returns None mutates in the handle's call form instead.
+    A reference in the call form mutates, as the handle's call does, and returns None.
     """
-    names = op.mutated_args if op.kind == "out" else ()
     inputs = sample.clone()
-    kwargs = {k: v for k, v in inputs.kwargs.items() if k not in names}
-    try:
+    if form == "call":
         with torch.no_grad():
-            result = reference(*inputs.args, **kwargs)
-    except TypeError:
-        if not names:
-            raise
-        result = None  # it wants the out buffers: a reference in the call form
+            result = reference(*inputs.args, **inputs.kwargs)
+        if result is not None:
+            raise ValueError(f"a reference in the call form returns None; it returned {type(result).__name__}")
+        return op.mutated_in_call(inputs.args, inputs.kwargs)
+    names = op.mutated_args if op.kind == "out" else ()
+    kwargs = {k: v for k, v in inputs.kwargs.items() if k not in names}
+    with torch.no_grad():
+        result = reference(*inputs.args, **kwargs)
     if result is None:
         if names:
-            inputs = sample.clone()
-            with torch.no_grad():
-                reference(*inputs.args, **inputs.kwargs)
+            raise ValueError(
+                "a functional reference returns the out buffers' values; it returned None (write it in the "
+                "call form, naming the out buffers as keyword parameters, or pass reference_form='call')"
+            )
         return op.mutated_in_call(inputs.args, inputs.kwargs)
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(results) != len(mutated):
