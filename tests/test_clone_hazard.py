@@ -102,7 +102,7 @@ def _raw_op_drops_the_clone(ns: str) -> bool | None:
     try:
         lib.define("raw_rev(Tensor src, Tensor(a!) out) -> ()")
         lib.impl("raw_rev", lambda src, out: _reverse_into(out, src), "CompositeExplicitAutograd")
-        caps.register_fake(lib, f"{ns}::raw_rev", lambda src, out: None)
+        caps.register_fake(f"{ns}::raw_rev", lambda src, out: None, lib=lib)
         op = getattr(torch.ops, ns).raw_rev.default
 
         def f(x: Tensor) -> Tensor:

@@ -62,11 +62,11 @@ def _define(ns: str) -> tagged_ops.TaggedOp:
     lib.define(FUNCTIONAL)
     lib.impl("dequant", _dequant_value, "CompositeExplicitAutograd")
     caps.register_fake(
-        lib,
         f"{ns}::dequant",
         lambda A, *args, **kwargs: torch.empty_like(
             A, dtype=kwargs.get("dtype", args[5] if len(args) > 5 else torch.float32)
         ),
+        lib=lib,
     )
 
     def dequant_out(

@@ -57,7 +57,7 @@ def _define_functional(ns: str, how: str, *, default: bool = False) -> None:
     lib.define(f"scale{schema}")
     lib.impl("scale", (lambda x, s=2.0: x * s) if default else (lambda x: x * 2.0), "CompositeExplicitAutograd")
     caps.register_fake(
-        lib, f"{ns}::scale", (lambda x, s=2.0: torch.empty_like(x)) if default else (lambda x: torch.empty_like(x))
+        f"{ns}::scale", (lambda x, s=2.0: torch.empty_like(x)) if default else (lambda x: torch.empty_like(x)), lib=lib
     )
     _LIBS.append(lib)
 
@@ -343,7 +343,7 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
     if shape == "defaulted-float":
         lib.define("scale(Tensor x, float s=2.0) -> Tensor")
         lib.impl("scale", lambda x, s=2.0: x * s, "CompositeExplicitAutograd")
-        caps.register_fake(lib, f"{ns}::scale", lambda x, s=2.0: torch.empty_like(x))
+        caps.register_fake(f"{ns}::scale", lambda x, s=2.0: torch.empty_like(x), lib=lib)
 
         def kernel(x: Tensor, s: float = 2.0, *, out: Tensor) -> Tensor:
             torch.mul(x, s, out=out)
@@ -353,7 +353,7 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
     elif shape == "out-named-result":
         lib.define("scale(Tensor x) -> Tensor")
         lib.impl("scale", lambda x: x * 2.0, "CompositeExplicitAutograd")
-        caps.register_fake(lib, f"{ns}::scale", lambda x: torch.empty_like(x))
+        caps.register_fake(f"{ns}::scale", lambda x: torch.empty_like(x), lib=lib)
 
         def kernel(x: Tensor, *, result: Tensor) -> Tensor:  # type: ignore[misc]
             torch.mul(x, 2.0, out=result)
@@ -363,7 +363,7 @@ def test_inductor_out_variant_lowering_bug_of_2_13_to_2_15(path: str, ns: str, s
     else:
         lib.define("scale(Tensor x, int[] dims) -> Tensor")
         lib.impl("scale", lambda x, dims: x.sum(dims), "CompositeExplicitAutograd")
-        caps.register_fake(lib, f"{ns}::scale", lambda x, dims: x.sum(dims))
+        caps.register_fake(f"{ns}::scale", lambda x, dims: x.sum(dims), lib=lib)
 
         def kernel(x: Tensor, dims: list[int], *, out: Tensor) -> Tensor:  # type: ignore[misc]
             torch.sum(x, dims, out=out)

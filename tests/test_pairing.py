@@ -77,7 +77,7 @@ def _define_pair(ns: str, name: str, *, pair: bool, out_devices: str | None) -> 
     lib.define(f"op({inputs}) -> Tensor")
     lib.impl("op", kernel, "CPU")
     lib.impl("op", kernel, "CUDA")
-    caps.register_fake(lib, f"{ns}::op", kernel)
+    caps.register_fake(f"{ns}::op", kernel, lib=lib)
     out_op = tagged_ops.declare_out(
         f"{ns}::op.out", f"({inputs}, *, Tensor(a!) {out}) -> Tensor(a!)", classic_kernels=True, pair=pair
     )

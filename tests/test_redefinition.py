@@ -219,8 +219,8 @@ def test_definition_failing_midway_leaves_every_name_free(
     if failing == "functional twin":  # after the twin's own schema is defined
         register_fake = _capabilities.register_fake
 
-        def maybe_broken(lib: torch.library.Library, qualname: str, fn: object) -> None:
-            (broken if qualname.endswith("__functional") else register_fake)(lib, qualname, fn)
+        def maybe_broken(qualname: str, fn: object, /, *, lib: torch.library.Library) -> None:
+            (broken if qualname.endswith("__functional") else register_fake)(qualname, fn, lib=lib)
 
         monkeypatch.setattr(_capabilities, "register_fake", maybe_broken)
     else:

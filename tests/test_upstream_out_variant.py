@@ -220,7 +220,7 @@ def test_define_error(path: str, ns: str, case: str, schema: str, sentence: str)
 def test_compile_out_variant(path: str, ns: str, request: pytest.FixtureRequest) -> None:
     div = _functional(ns, "div(Tensor x, Tensor y) -> Tensor")
     _LIBS[-1].impl("div", lambda x, y: x / y, "CompositeExplicitAutograd")
-    caps.register_fake(_LIBS[-1], f"{ns}::div", lambda x, y: torch.empty_like(x))
+    caps.register_fake(f"{ns}::div", lambda x, y: torch.empty_like(x), lib=_LIBS[-1])
 
     def div_out(x: Tensor, y: Tensor, *, result: Tensor) -> Tensor:
         result.copy_(x / y)

@@ -38,8 +38,6 @@ def release_unless_same(namespace: str, opname: str, definition: str, *, owner: 
     ``owner``: the user's op the name belongs to (itself, or the op a helper serves), for errors.
     """
     held = _ANCHORS.get((namespace, opname))
-    if held is None or held[0] != definition:
-        caps.forget_signature(namespace, opname)
     if held is not None and held[0] != definition:
         del _ANCHORS[namespace, opname]
         caps.destroy_library(held[1])

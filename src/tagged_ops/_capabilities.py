@@ -144,12 +144,16 @@ if not hasattr(OUT_VARIANT_PAIRING, "to_out_variant"):
 # -- torch.library.register_fake (Library._register_fake, 2.4; impl_abstract before) --
 
 
-def register_fake(lib: torch.library.Library, qualname: str, fn: Callable[..., Any]) -> None:
-    """Register ``fn`` as the op's fake (meta) kernel, owned by ``lib``."""
-    if hasattr(lib, "_register_fake"):
+def register_fake(qualname: str, fn: Callable[..., Any], /, *, lib: torch.library.Library) -> None:
+    """``torch.library.register_fake(qualname, fn, lib=lib)``: ``fn`` is the op's fake (meta) kernel.
+
+    Through the library's own method where it has one (2.4+: no warning about a
+    Python kernel in the op's module), ``impl_abstract`` (the older name) before.
+    """
+    if hasattr(lib, "_register_fake"):  # Breakpoint: torch 2.4 renamed impl_abstract to register_fake
         lib._register_fake(parse_namespace(qualname)[1], fn)
     else:
-        torch.library.impl_abstract(qualname, fn, lib=lib)  # same behaviour, older name
+        torch.library.impl_abstract(qualname, fn, lib=lib)
 
 
 # -- torch.library.register_vmap (2.5) ------------------------------------------------
@@ -261,12 +265,11 @@ def destroy_library(lib: torch.library.Library) -> None:
 
 
 def forget_signature(namespace: str, opname: str) -> None:
-    """Drop torch.fx's cached Python signature of ``namespace::opname`` before it is defined anew.
+    """Drop torch.fx's cached Python signature of ``namespace::opname`` when its definition goes.
 
-    ``normalize_function`` (opcheck's schema test, FX passes) caches one signature per
+    ``normalize_function`` (Inductor, opcheck's schema test) caches one signature per
     op name and overload, never invalidated: a name redefined with another schema
-    (the native path, then the forced fallback, in one process) was normalized with
-    the old one ("Failed to normalize function").
+    (native <-> fallback in one process) must not be normalized with the old one.
     """
     cache = getattr(importlib.import_module("torch.fx.operator_schemas"), "_SCHEMA_TO_SIGNATURE_CACHE", None)
     if isinstance(cache, dict):
@@ -280,6 +283,32 @@ def forget_signature(namespace: str, opname: str) -> None:
 def dispatcher_entry_exists(qualname: str) -> bool:
     """Whether the dispatcher still has an entry for ``qualname`` (a schema, or any kernel)."""
     return bool(torch._C._dispatch_dump(qualname))
+
+
+# -- torch.compiler.config.cache_key_tag (2.6) ------------------------------------------
+
+
+def add_compile_cache_key_tag(mark: str) -> bool:
+    """Add ``mark`` to every key of Inductor's on-disk caches in this process.
+
+    False where torch has no such tag (no release without it has native tags, so
+    none needs one).
+    """
+    config = getattr(torch.compiler, "config", None)
+    tag = getattr(config, "cache_key_tag", None)
+    if tag is None:
+        return False
+    if mark not in tag:
+        config.cache_key_tag = f"{tag}:{mark}" if tag else mark  # type: ignore[union-attr]
+    return True
+
+
+# -- torch._C.DispatchKey.Autocast<device> (per device type) -------------------------
+
+
+def autocast_dispatch_key(device_type: str) -> Any:
+    """The autocast dispatch key of ``device_type`` ("cpu" -> AutocastCPU), or None where it has none."""
+    return getattr(torch._C.DispatchKey, f"Autocast{torch._C._dispatch_key_for_device(device_type)}", None)
 
 
 # -- torch._ops._refresh_packet (2.13) --------------------------------------------

@@ -9,8 +9,6 @@ returns the mutated tensors, so callers see the 2.13 contract.
 
 from __future__ import annotations
 
-import torch
-
 from . import _capabilities as caps
 from ._registration import Registration
 from ._signature import OpSignature
@@ -41,9 +39,4 @@ def separate_fallback_compile_caches() -> None:
     its schema: the same name compiled tagged and untagged would share an entry
     (2.13: ``TypeError: expected Tensor() for op``). The cache key tag is in every key.
     """
-    config = getattr(torch.compiler, "config", None)
-    tag = getattr(config, "cache_key_tag", None)
-    if tag is None:
-        return  # no such key on this release: no release without it has native tags
-    if _FALLBACK_CACHE_MARK not in tag:
-        config.cache_key_tag = f"{tag}:{_FALLBACK_CACHE_MARK}" if tag else _FALLBACK_CACHE_MARK  # type: ignore[union-attr]
+    caps.add_compile_cache_key_tag(_FALLBACK_CACHE_MARK)

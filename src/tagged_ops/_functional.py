@@ -75,7 +75,7 @@ class FunctionalTwin:
                 sig.namespace, name, definition, lookup_op(sig.namespace, name)
             )  # the Autograd fallthrough, kept across reloads
             caps.register_fake(
-                self._lib, f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k)
+                f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k), lib=self._lib
             )
             self.op = lookup_op(sig.namespace, name)
         except Exception:

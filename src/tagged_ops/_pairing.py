@@ -121,8 +121,8 @@ def lowering_passes(kind: str) -> bool:
 
         lib.impl(name, functional, "CompositeExplicitAutograd")
         lib.impl(f"{name}.out", out_variant, "CompositeExplicitAutograd")
-        caps.register_fake(lib, f"{namespace}::{name}", functional)
-        caps.register_fake(lib, f"{namespace}::{name}.out", out_variant)
+        caps.register_fake(f"{namespace}::{name}", functional, lib=lib)
+        caps.register_fake(f"{namespace}::{name}.out", out_variant, lib=lib)
         op = getattr(getattr(torch.ops, namespace), name).default
         x = torch.arange(6.0).reshape(2, 3)
         compiled: Callable[[torch.Tensor], torch.Tensor] = torch.compile(

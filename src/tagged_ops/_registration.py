@@ -123,7 +123,7 @@ class Registration:
         self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
         self._messages()
         self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
-        caps.register_fake(self.lib, self.qualname, self._fake_dispatch)
+        caps.register_fake(self.qualname, self._fake_dispatch, lib=self.lib)
         anchor(sig.namespace, opname, anchor_key, self.op)  # the Autograd fallthrough, kept across reloads
         # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
         # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
@@ -208,10 +208,10 @@ class Registration:
         """
         if self.lowering is not None:
             self.lowering.set_autocast(device_type, cast_inputs)
-        key = f"Autocast{torch._C._dispatch_key_for_device(device_type)}"
-        if not hasattr(torch._C.DispatchKey, key):
+        key = caps.autocast_dispatch_key(device_type)
+        if key is None:
             raise ValueError(f"{self.sig.qualname}: device type {device_type!r} does not support autocast")
-        exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+        exclude = torch._C.DispatchKeySet(key)
         positional = [p for p in self.schema_order if not p.keyword_only]
         written_at = {i for i, p in enumerate(positional) if p.mutated}
         written = {p.name for p in self.schema_order if p.mutated}
@@ -231,7 +231,7 @@ class Registration:
                 kwargs = {k: v if k in written else cast(v) for k, v in kwargs.items()}
                 return op(*args, **kwargs)
 
-        self._replace_kernel(key, autocast_kernel)
+        self._replace_kernel(key.name, autocast_kernel)
 
     def _replace_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
         """Put ``kernel`` (None: nothing) at dispatch key ``key``, in a fragment of its own.
@@ -325,10 +325,4 @@ class Registration:
             self.functional.destroy()
         for lib in (*self._kernel_libs.values(), self.lib):
             caps.destroy_library(lib)
-        # torch.fx caches each schema's Python signature by (name, overload) only;
-        # Inductor normalizes arguments with it. A redefinition with another
-        # schema (native <-> fallback) must not see the old one.
-        cache = getattr(torch.fx.operator_schemas, "_SCHEMA_TO_SIGNATURE_CACHE", None)
-        if isinstance(cache, dict):
-            packet, _, overload = self.opname.partition(".")
-            cache.pop((f"{self.sig.namespace}::{packet}", overload), None)
+        caps.forget_signature(self.sig.namespace, self.opname)  # a redefinition may change the schema
