@@ -255,11 +255,21 @@ def build(session: nox.Session) -> None:
 
     if contents(wheel) != contents(direct_wheel):
         session.error("the wheel built from the sdist differs from the one built from the source tree")
+    for needed in ("tagged_ops/py.typed", "tagged_ops/include/tagged_ops/kernel.h"):  # package data
+        if needed not in contents(wheel):
+            session.error(f"the wheel lacks {needed}")
     with tarfile.open(sdist) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     missing = [
         n
-        for n in ("tests/conftest.py", "tests/test_sin_opcheck.py", "CHANGELOG.md", "docs/adopting.md")
+        for n in (
+            "tests/conftest.py",
+            "tests/test_sin_opcheck.py",
+            "tests/cpp/misbehaving_kernels.cpp",
+            "examples/cpp_kernel/after/cpp_sin.cpp",
+            "CHANGELOG.md",
+            "docs/adopting.md",
+        )
         if n not in names
     ]
     if missing:
@@ -276,7 +286,9 @@ def build(session: nox.Session) -> None:
     session.run(
         python,
         "-c",
-        "import tagged_ops, sys; print('tagged_ops', tagged_ops.__version__, 'from', tagged_ops.__file__)",
+        "import os, tagged_ops, tagged_ops.cpp_extension as c; "
+        "assert os.path.isfile(os.path.join(c.include_paths()[0], 'tagged_ops', 'kernel.h')), c.include_paths(); "
+        "print('tagged_ops', tagged_ops.__version__, 'from', tagged_ops.__file__)",
         external=True,
     )
     session.run(python, "-m", "tagged_ops", external=True)
