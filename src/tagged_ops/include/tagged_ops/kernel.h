@@ -36,6 +36,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/TypeTraits.h>
 #include <torch/library.h>
 
@@ -93,9 +94,9 @@ inline std::string qualname_of(const c10::OperatorHandle& op) {
 }
 
 // How the schema the op has now maps onto the kernel's (tagged) parameter order.
-struct Layout {
-  std::vector<size_t> order;  // stack position of the kernel's i-th parameter
-  std::vector<size_t> mutated;  // stack positions of the mutated tensors, in tagged order
+struct Layout {  // small vectors: worked out on every call, so no heap allocation
+  c10::SmallVector<size_t, 8> order;  // stack position of the kernel's i-th parameter
+  c10::SmallVector<size_t, 4> mutated;  // stack positions of the mutated tensors, in tagged order
   bool out = false;  // an out= op (its kernel refuses autograd)
 };
 
@@ -197,7 +198,7 @@ inline void refuse_autograd(const c10::OperatorHandle& op, const torch::jit::Sta
 }
 
 template <class R>
-void check_identity(const c10::OperatorHandle& op, const Layout& layout, const std::vector<at::Tensor>& mutated, R&& r) {
+void check_identity(const c10::OperatorHandle& op, const Layout& layout, c10::ArrayRef<at::Tensor> mutated, R&& r) {
   using Result = std::decay_t<R>;
   if constexpr (is_tuple<Result>::value) {
     constexpr size_t k = std::tuple_size<Result>::value;
@@ -229,8 +230,7 @@ void call(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::index_se
   if (layout.out) {
     refuse_autograd(op, *stack, base, n);
   }
-  std::vector<at::Tensor> mutated;
-  mutated.reserve(layout.mutated.size());
+  c10::SmallVector<at::Tensor, 4> mutated;
   for (size_t i : layout.mutated) {
     mutated.push_back((*stack)[base + i].toTensor());
   }
