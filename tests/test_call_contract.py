@@ -13,6 +13,8 @@ from torch import Tensor
 
 import tagged_ops
 
+from ._views import assert_compiled_matches_eager
+
 
 def test_inplace_returns_its_first_argument(path: str, ns: str) -> None:
     @tagged_ops.define_inplace(f"{ns}::add_")
@@ -444,3 +446,46 @@ def test_a_traceback_through_a_kernel_shows_each_generated_line(path: str, ns: s
         assert frame.line, f"no source line for {frame.filename}:{frame.lineno}"
     assert any("_fn(" in (f.line or "") for f in generated)  # the adapter's call of the user's kernel
     assert frames[-1].name == "broken_out"
+
+
+def test_parameters_named_like_builtins_or_generated_names_work(path: str, ns: str) -> None:
+    """The generated call's own names carry a reserved prefix, so no parameter name can shadow them."""
+
+    @tagged_ops.define_out(f"{ns}::names.out")
+    def names_out(
+        _raw: Tensor, type: float = 3.0, _fn: float = 2.0, *, len: Tensor, tuple: Tensor
+    ) -> tuple[Tensor, Tensor]:  # noqa: A002
+        torch.mul(_raw, type, out=len)
+        torch.mul(_raw, _fn, out=tuple)
+        return len, tuple
+
+    @tagged_ops.define_inplace(f"{ns}::scale_")
+    def scale_(x: Tensor, _Tensor: float = 2.0, isinstance: float = 1.0, _grad_enabled: float = 0.0) -> Tensor:  # noqa: A002
+        x.mul_(_Tensor * isinstance).add_(_grad_enabled)
+        return x
+
+    x = torch.randn(4)
+    a, b = torch.empty(4), torch.empty(4)
+    assert names_out(x, len=a, tuple=b) == (a, b)
+    torch.testing.assert_close(a, 3 * x)
+    torch.testing.assert_close(b, 2 * x)
+    y = x.clone()
+    assert scale_(y, 3.0, isinstance=2.0, _grad_enabled=1.0) is y
+    torch.testing.assert_close(y, 6 * x + 1)
+
+    def step(x: Tensor, buf: Tensor) -> Tensor:
+        h = x * 2
+        names_out(h[1:3], 0.5, len=buf[0, :2], tuple=buf[1, 1:3])  # views of an intermediate and of an input
+        return scale_(h[::2], _Tensor=4.0) + buf.sum()
+
+    assert_compiled_matches_eager(step, lambda: (torch.randn(6), torch.zeros(2, 4)))
+
+
+def test_parameter_names_with_the_reserved_prefix_are_refused(ns: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"parameter names starting with '_tagged_ops_' are tagged_ops' own .* rename _tagged_ops_x"
+    ):
+
+        @tagged_ops.define_inplace(f"{ns}::bad_")
+        def bad_(_tagged_ops_x: Tensor) -> Tensor:
+            return _tagged_ops_x

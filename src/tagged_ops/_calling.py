@@ -55,13 +55,13 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
     tests = [
         f"{p.name}.requires_grad"
         if checked_by_dispatcher
-        else f"(isinstance({p.name}, _Tensor) and {p.name}.requires_grad)"
+        else f"(_tagged_ops_isinstance({p.name}, _tagged_ops_Tensor) and {p.name}.requires_grad)"
         for p in tensors
         if p.is_plain_tensor
     ]
     others = [p.name for p in tensors if not p.is_plain_tensor]
     if others:
-        tests.append(f"_any_requires_grad({', '.join(others)})")
+        tests.append(f"_tagged_ops_any_requires_grad({', '.join(others)})")
     return " or ".join(tests) or "False"
 
 
@@ -94,8 +94,8 @@ def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
     values: dict[str, Any] = {}
     for i, p in enumerate(sig.python_signature.parameters.values()):
         if p.default is not inspect.Parameter.empty:
-            exprs[p.name] = f"_d{i}"
-            values[f"_d{i}"] = p.default
+            exprs[p.name] = f"_tagged_ops_d{i}"
+            values[f"_tagged_ops_d{i}"] = p.default
     return exprs, values
 
 
@@ -131,19 +131,26 @@ def make_compiled_call(
     """
     target, target_order = (op, schema_order) if lowering is None else lowering
     target_args = _call_args(target_order)
-    call_target = _forwarder(sig, schema_order, f"_target({target_args})", _target=target)
+    call_target = _forwarder(sig, schema_order, f"_tagged_ops_target({target_args})", _tagged_ops_target=target)
     exporting = caps.is_exporting if lowering is not None else lambda: False
     if functional is not None:  # the twin of ``target``: same argument order
         twin_needed = caps.assume_constant_result(functional.needed)
         twin_for_views = caps.assume_constant_result(functional.needed_for_views)
         twin_preferred = caps.assume_constant_result(prefer_functional)
-        call_twin = _forwarder(sig, schema_order, f"return _twin({target_args})", _twin=functional.op)
+        call_twin = _forwarder(
+            sig, schema_order, f"return _tagged_ops_twin({target_args})", _tagged_ops_twin=functional.op
+        )
         mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
 
     eager_autograd_call = None
     if autograd_call is not None:  # named after the op: Dynamo's messages name the function
         eager_autograd_call = caps.disable(
-            _forwarder(sig, schema_order, f"_autograd_call({_call_args(schema_order)})", _autograd_call=autograd_call),
+            _forwarder(
+                sig,
+                schema_order,
+                f"_tagged_ops_autograd_call({_call_args(schema_order)})",
+                _tagged_ops_autograd_call=autograd_call,
+            ),
             reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
             "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
             "or on tensors that do not require grad, to keep it in the graph.",
@@ -201,20 +208,21 @@ def make_handle_call(
     """
     exprs, ns = user_defaults(sig)
     ns.update(
-        _raw=getattr(op, "_op", op),
-        _compiling=caps.is_dynamo_compiling,
-        _grad_enabled=torch.is_grad_enabled,
-        _any_requires_grad=caps.any_requires_grad,
-        _Tensor=torch.Tensor,
-        _autograd_call=autograd_call,
-        _compiled_call=compiled_call,
-        _grad_error=grad_error,
+        _tagged_ops_raw=getattr(op, "_op", op),
+        _tagged_ops_compiling=caps.is_dynamo_compiling,
+        _tagged_ops_grad_enabled=torch.is_grad_enabled,
+        _tagged_ops_any_requires_grad=caps.any_requires_grad,
+        _tagged_ops_Tensor=torch.Tensor,
+        _tagged_ops_isinstance=isinstance,
+        _tagged_ops_autograd_call=autograd_call,
+        _tagged_ops_compiled_call=compiled_call,
+        _tagged_ops_grad_error=grad_error,
     )
     ns.update(
         _tagged_ops_absent=_ABSENT,
-        _TaggedOpsAbsent=_Absent,
+        _tagged_ops_Absent=_Absent,
         _tagged_ops_type=type,  # a parameter may be named "type"
-        _argument_error=functools.partial(argument_error, sig, declaration),
+        _tagged_ops_argument_error=functools.partial(argument_error, sig, declaration),
     )
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
@@ -230,27 +238,31 @@ def make_handle_call(
     params = ", ".join(
         [f"{n}={absent}" for n in positional] + [f"*{surplus}"] + [f"{n}={absent}" for n in keywords] + [f"**{unknown}"]
     )
-    missing = [f"_tagged_ops_type({p.name}) is _TaggedOpsAbsent" for p in sig.params if p.name not in exprs]
+    missing = [f"_tagged_ops_type({p.name}) is _tagged_ops_Absent" for p in sig.params if p.name not in exprs]
     bad_call = " or ".join([*missing, surplus, unknown])
     given = ", ".join(f"{n!r}: {n}" for n in [*positional, *keywords])
     defaults = "".join(
-        f"    if _tagged_ops_type({n}) is _TaggedOpsAbsent:\n        {n} = {e}\n" for n, e in exprs.items()
+        f"    if _tagged_ops_type({n}) is _tagged_ops_Absent:\n        {n} = {e}\n" for n, e in exprs.items()
     )
     autograd = ""
     if autograd_call is not None:
-        autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        _autograd_call({args})\n"
+        autograd = (
+            f"    elif ({requires_grad}) and _tagged_ops_grad_enabled():\n        _tagged_ops_autograd_call({args})\n"
+        )
     elif grad_error is not None:
-        autograd = f"    elif ({requires_grad}) and _grad_enabled():\n        raise _grad_error()\n"
+        autograd = (
+            f"    elif ({requires_grad}) and _tagged_ops_grad_enabled():\n        raise _tagged_ops_grad_error()\n"
+        )
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
         f"def _generated(_tagged_ops_handle, /, {params}):\n"
         f"    if {bad_call}:\n"
-        f"        raise _argument_error({surplus}, {unknown}, {{{given}}})\n"
+        f"        raise _tagged_ops_argument_error({surplus}, {unknown}, {{{given}}})\n"
         f"{defaults}"
-        f"    if _compiling():\n"
-        f"        _compiled_call({args})\n"
+        f"    if _tagged_ops_compiling():\n"
+        f"        _tagged_ops_compiled_call({args})\n"
         f"{autograd}"
         f"    else:\n"
-        f"        _raw({args})\n"
+        f"        _tagged_ops_raw({args})\n"
         f"    return {_result(sig)}\n"
     )
     call = generate(sig, source, ns, sig.qualname)
@@ -346,15 +358,18 @@ def make_kernel_adapter(
     """
     exprs, ns = user_defaults(sig)
     ns.update(
-        _fn=fn,
-        _error=identity_error,
-        _grad_error=grad_error,
-        _REQUIRED=_REQUIRED,
-        _grad_enabled=torch.is_grad_enabled,
-        _any_requires_grad=caps.any_requires_grad,
-        _bump=caps.increment_version(),
-        _bump_one=torch._C._increment_version,
-        _same_tensor=_same_tensor,
+        _tagged_ops_fn=fn,
+        _tagged_ops_error=identity_error,
+        _tagged_ops_grad_error=grad_error,
+        _tagged_ops_REQUIRED=_REQUIRED,
+        _tagged_ops_grad_enabled=torch.is_grad_enabled,
+        _tagged_ops_any_requires_grad=caps.any_requires_grad,
+        _tagged_ops_bump=caps.increment_version(),
+        _tagged_ops_bump_one=torch._C._increment_version,
+        _tagged_ops_same_tensor=_same_tensor,
+        _tagged_ops_type=type,
+        _tagged_ops_tuple=tuple,
+        _tagged_ops_len=len,
     )
     # Schema order may put out buffers behind defaulted parameters; give them a
     # placeholder default so the def is valid (the dispatcher always passes them).
@@ -365,27 +380,33 @@ def make_kernel_adapter(
         if p.name in exprs:
             seen_default = True
         elif seen_default:
-            exprs[p.name] = "_REQUIRED"
+            exprs[p.name] = "_tagged_ops_REQUIRED"
     lines = [f"def _generated({_param_list(schema_order, exprs)}):"]
     if grad_error is not None:
         requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
-        lines += [f"    if ({requires_grad}) and _grad_enabled():", "        raise _grad_error()"]
-    lines.append(f"    _r = _fn({_call_args(sig.params)})")
+        lines += [f"    if ({requires_grad}) and _tagged_ops_grad_enabled():", "        raise _tagged_ops_grad_error()"]
+    lines.append(f"    _tagged_ops_result = _tagged_ops_fn({_call_args(sig.params)})")
     if identity_error is not None:
         mutated = [p.name for p in sig.mutated]
         # "is", or the same tensor behind another Python object: on 2.2 an
         # in-place method called inside a kernel returns a new wrapper.
         if len(mutated) == 1:
-            lines.append(f"    if _r is not {mutated[0]} and not _same_tensor(_r, {mutated[0]}):")
+            lines.append(
+                f"    if _tagged_ops_result is not {mutated[0]} and not _tagged_ops_same_tensor(_tagged_ops_result, {mutated[0]}):"
+            )
         else:
-            checks = " and ".join(f"_same_tensor(_r[{i}], {n})" for i, n in enumerate(mutated))
-            lines.append(f"    if not (type(_r) is tuple and len(_r) == {len(mutated)} and {checks}):")
-        lines.append("        raise _error()")
+            checks = " and ".join(
+                f"_tagged_ops_same_tensor(_tagged_ops_result[{i}], {n})" for i, n in enumerate(mutated)
+            )
+            lines.append(
+                f"    if not (_tagged_ops_type(_tagged_ops_result) is _tagged_ops_tuple and _tagged_ops_len(_tagged_ops_result) == {len(mutated)} and {checks}):"
+            )
+        lines.append("        raise _tagged_ops_error()")
     if bump_versions:
         if caps.increment_version() is torch._C._increment_version:
-            lines.append(f"    _bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
+            lines.append(f"    _tagged_ops_bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
-            lines += [f"    _bump_one({p.name})" for p in sig.mutated]
+            lines += [f"    _tagged_ops_bump_one({p.name})" for p in sig.mutated]
     lines.append(f"    return {_result(sig) if returns else 'None'}")
     if sig.kind == "out":
         # The dispatcher lets None through for a Tensor(a!) argument (native 2.13 then
@@ -398,11 +419,11 @@ def make_kernel_adapter(
             *body,
             "    except Exception:",
             f"        if {missing}:",
-            "            raise _none_out() from None",
+            "            raise _tagged_ops_none_out() from None",
             "        raise",
         ]
         buffers = ", ".join(repr(p.name) for p in sig.mutated)
-        ns["_none_out"] = functools.partial(
+        ns["_tagged_ops_none_out"] = functools.partial(
             RuntimeError, f"{sig.qualname}: an out buffer ({buffers}) is None; pass the Tensor(s) to write."
         )
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)

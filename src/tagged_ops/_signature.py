@@ -277,6 +277,10 @@ def define_signature(
     return _signature_from_text(fn, qualname, kind, text)
 
 
+#: The prefix of every name tagged_ops' generated code uses besides the user's parameters.
+RESERVED_PREFIX = "_tagged_ops_"
+
+
 def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kind, text: str) -> OpSignature:
     parsed = torch._C.parse_schema(text)
     # torch's own printing of the parsed schema: one text per argument, "*" aside
@@ -284,6 +288,12 @@ def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kin
     arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
     texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
     params = tuple(Param.from_argument(a, t) for a, t in zip(parsed.arguments, texts, strict=True))
+    reserved = [p.name for p in params if p.name.startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise ValueError(
+            f"{qualname}: parameter names starting with {RESERVED_PREFIX!r} are tagged_ops' own "
+            f"(the generated call uses them); rename {', '.join(reserved)}."
+        )
     python_signature = inspect.signature(fn) if fn is not None else _python_signature(parsed.arguments)
     return OpSignature(qualname, kind, params, python_signature)
 
