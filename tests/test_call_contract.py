@@ -489,3 +489,24 @@ def test_parameter_names_with_the_reserved_prefix_are_refused(ns: str) -> None:
         @tagged_ops.define_inplace(f"{ns}::bad_")
         def bad_(_tagged_ops_x: Tensor) -> Tensor:
             return _tagged_ops_x
+
+
+def test_each_handle_is_an_instance_of_a_class_of_its_own(path: str, ns: str) -> None:
+    """As TaggedOp's docstring says: a subclass per handle, whose __call__ is the generated call."""
+
+    @tagged_ops.define_inplace(f"{ns}::neg_")
+    def neg_(x: Tensor) -> Tensor:
+        x.neg_()
+        return x
+
+    @tagged_ops.define_inplace(f"{ns}::abs_")
+    def abs_(x: Tensor) -> Tensor:
+        x.abs_()
+        return x
+
+    assert isinstance(neg_, tagged_ops.TaggedOp) and type(neg_) is not tagged_ops.TaggedOp
+    assert type(neg_).__mro__[1] is tagged_ops.TaggedOp and type(neg_).__name__ == "TaggedOp"
+    assert type(neg_) is not type(abs_) and type(neg_).__call__ is not type(abs_).__call__
+    x = torch.ones(2)
+    assert neg_(x) is x and abs_(x) is x
+    torch.testing.assert_close(x, torch.ones(2))

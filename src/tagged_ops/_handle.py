@@ -68,6 +68,12 @@ class TaggedOp:
     buffers (``op(x, out=o) is o``, or a tuple of the very buffers).
     The dispatcher op is ``torch.ops.<namespace>.<name>``; :attr:`is_native`
     says whether it carries the native tag.
+
+    Each handle is the one instance of a subclass of its own, named like this class:
+    ``isinstance(op, TaggedOp)`` holds, ``type(op) is TaggedOp`` does not. The
+    subclass's ``__call__`` is the op's generated call, so an eager call is one
+    Python frame (a delegating ``__call__`` would add a third to its cost on 2.4).
+    Handles pickle by qualified name.
     """
 
     _registration: Registration
