@@ -14,6 +14,7 @@ where a GPU and nvcc are present.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import re
@@ -28,6 +29,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import tagged_ops
 from tagged_ops._switches import FALLBACK_ENV_VAR
@@ -253,16 +255,29 @@ def test_declared_before_the_extension_loads(build_directory: str, fallback: boo
     assert run.stdout.strip().splitlines()[-1] == ("fallback" if fallback else "native")
 
 
+class _Forwarding(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
 def test_a_redefinition_with_another_schema_is_refused(misbehaving: dict[str, tagged_ops.TaggedOp]) -> None:
     """The C++ kernels keep the dispatcher entry, where torch caches the old definition's Python op."""
     schema = "(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
-    assert tagged_ops.declare_out("cpp_sin_test::classic.out", schema) is not None  # the same schema: fine
+    first = tagged_ops.declare_out("cpp_sin_test::classic.out", schema)  # the same schema: fine
+    with _Forwarding():  # torch now caches this definition's Python op in the entry
+        first(torch.ones(3), out=torch.zeros(3))
     with pytest.raises(RuntimeError, match=r"cpp_sin_test::classic\.out: cannot be defined again with another schema"):
         tagged_ops.declare_out("cpp_sin_test::classic.out", "(Tensor x, float scale, *, Tensor(a!) out) -> Tensor(a!)")
     again = tagged_ops.declare_out("cpp_sin_test::classic.out", schema)  # the name is still free for its schema
+    del first
+    gc.collect()
     o = torch.zeros(3)
     assert again(torch.ones(3), out=o) is o
     torch.testing.assert_close(o, torch.ones(3))
+    x = torch.randn(3)
+    o2 = torch.zeros(3)
+    assert torch.compile(lambda x, o: again(x, out=o), fullgraph=True)(x, o2) is o2  # reads the cached op
+    torch.testing.assert_close(o2, x)
 
 
 def test_cuda_kernels(build_directory: str) -> None:

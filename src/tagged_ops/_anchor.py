@@ -29,7 +29,10 @@ class RedefinitionError(RuntimeError):
     """A name cannot be defined again with another schema in this process."""
 
 
-_ANCHORS: dict[tuple[str, str], tuple[str, Library, list[object]]] = {}
+_ANCHORS: dict[tuple[str, str], tuple[str, Library]] = {}
+#: Every op object an anchored entry may have cached (see :func:`anchor`); never dropped,
+#: because an entry can outlive its anchor (C++ kernels keep it), and they are small.
+_PYTHON_OPS: list[object] = []
 
 
 def release_unless_same(namespace: str, opname: str, definition: str, *, owner: str) -> None:
@@ -52,16 +55,14 @@ def release_unless_same(namespace: str, opname: str, definition: str, *, owner: 
 def anchor(namespace: str, opname: str, definition: str, op: object) -> None:
     """Register ``namespace::opname``'s Autograd fallthrough, kept until a different definition.
 
-    ``op`` (the new definition's ``OpOverload``) is kept alive as long as the entry: torch
-    caches the Python op object in the entry on its first Python dispatch (a
-    TorchDispatchMode, Dynamo's tracing) and holds it without a reference; a reload
-    that dropped it left the entry pointing at freed memory (a segfault in the next
-    compile after opcheck).
+    ``op`` (the new definition's ``OpOverload``) is kept alive for good: torch caches the
+    Python op object in the entry on its first Python dispatch (a TorchDispatchMode,
+    Dynamo's tracing) and holds it without a reference; a reload that dropped it left
+    the entry pointing at freed memory (a segfault in the next compile after opcheck).
     """
-    held = _ANCHORS.get((namespace, opname))
-    if held is not None:
-        held[2].append(op)  # still registered from an earlier, identical definition of the name
-        return
+    _PYTHON_OPS.append(op)
+    if (namespace, opname) in _ANCHORS:
+        return  # still registered from an earlier, identical definition of the name
     lib = Library(namespace, "FRAGMENT")
     lib.impl(opname, fallthrough_kernel, "Autograd")
-    _ANCHORS[namespace, opname] = (definition, lib, [op])
+    _ANCHORS[namespace, opname] = (definition, lib)
