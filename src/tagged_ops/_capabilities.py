@@ -285,7 +285,7 @@ def dispatcher_entry_exists(qualname: str) -> bool:
     return bool(torch._C._dispatch_dump(qualname))
 
 
-# -- torch.compiler.config.cache_key_tag (2.6) ------------------------------------------
+# -- torch.compiler.config.cache_key_tag (absent on 2.2 and 2.4; present on 2.13) --------
 
 
 def add_compile_cache_key_tag(mark: str) -> bool:
