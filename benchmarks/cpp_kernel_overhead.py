@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable
 
 import torch
 
@@ -29,17 +28,7 @@ import tagged_ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "cpp_kernel"))
 import cpp_sin  # noqa: E402  (the example: declares the ported ops)
-
-
-def _interleaved(fns: "dict[str, Callable[[], object]]", calls: int, rounds: int) -> "dict[str, list[float]]":
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times[name].append((time.perf_counter() - start) / calls * 1e6)
-    return times
+from eager_overhead import _interleaved  # noqa: E402  (beside this script: the functions take turns per round)
 
 
 def main() -> None:

@@ -7,14 +7,13 @@ mutable custom ops at all (2.3+).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tagged_ops._switches import FALLBACK_ENV_VAR
+from ._subprocess import env_for_path
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "classic_port"
 
@@ -24,11 +23,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "classic_port"
 def test_existing_call_forms_keep_working(path: str, variant: str) -> None:
     if variant == "before" and path == "native":
         pytest.skip("the classic library does not use tagged_ops: its run under the fallback parameter covers it")
-    env = dict(os.environ)
-    if path == "fallback":
-        env[FALLBACK_ENV_VAR] = "1"
-    else:
-        env.pop(FALLBACK_ENV_VAR, None)
+    env = env_for_path(fallback=path == "fallback")
     run = subprocess.run(
         [sys.executable, str(EXAMPLE / "callers.py"), variant], env=env, capture_output=True, text=True
     )

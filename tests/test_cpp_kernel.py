@@ -32,8 +32,8 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tagged_ops
-from tagged_ops._switches import FALLBACK_ENV_VAR
 
+from ._subprocess import env_for_path
 from ._views import (
     assert_compiled_matches_eager,
     inplace_patterns,
@@ -83,10 +83,6 @@ def cpp_sin(build_directory: str) -> ModuleType:
     return sys.modules["cpp_sin"]
 
 
-def _native(op: tagged_ops.TaggedOp) -> bool:
-    return tagged_ops.is_native(op)
-
-
 def test_no_python_kernel_runs_in_the_ops(cpp_sin: ModuleType) -> None:
     for op in (cpp_sin.sin_out, cpp_sin.sin_, cpp_sin.sincos_out):
         dump = torch._C._dispatch_dump(op.qualname)
@@ -117,9 +113,11 @@ def test_direct_torch_ops_calls_have_the_paths_schema(cpp_sin: ModuleType) -> No
     x, o = torch.randn(5), torch.empty(5)
     args, kwargs = cpp_sin.sin_out.to_op_arguments(x, 3.0, out=o)
     result = cpp_sin.sin_out.opoverload(*args, **kwargs)
-    assert (result is o) if _native(cpp_sin.sin_out) else (result is None)
+    assert (result is o) if tagged_ops.is_native(cpp_sin.sin_out) else (result is None)
     torch.testing.assert_close(o, 3 * x.sin())
-    assert str(cpp_sin.sin_out.opoverload._schema).endswith("-> Tensor(a!)" if _native(cpp_sin.sin_out) else "-> ()")
+    assert str(cpp_sin.sin_out.opoverload._schema).endswith(
+        "-> Tensor(a!)" if tagged_ops.is_native(cpp_sin.sin_out) else "-> ()"
+    )
 
 
 def test_opcheck(cpp_sin: ModuleType) -> None:
@@ -237,10 +235,7 @@ def test_declared_before_the_extension_loads(build_directory: str, fallback: boo
     """The other order, in a fresh process: declare (import cpp_sin), then load the built extension."""
     if not fallback and not tagged_ops.NATIVE_TAGS:
         pytest.skip(f"torch {torch.__version__} has no native tagged custom ops")
-    env = dict(os.environ)
-    env.pop(FALLBACK_ENV_VAR, None)
-    if fallback:
-        env[FALLBACK_ENV_VAR] = "1"
+    env = env_for_path(fallback=fallback)
     script = (
         "import sys, torch\n"
         f"sys.path.insert(0, {str(EXAMPLE)!r})\n"

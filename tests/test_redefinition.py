@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,8 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._switches import FALLBACK_ENV_VAR
+
+from ._subprocess import env_for_path
 
 
 def _define(ns: str, fn_name: str) -> tagged_ops.TaggedOp:
@@ -317,10 +317,7 @@ def test_reload_after_a_dispatch_mode_saw_the_op_then_compile(fallback: bool) ->
     """
     if not fallback and not tagged_ops.NATIVE_TAGS:
         pytest.skip(f"torch {torch.__version__} has no native tagged custom ops")
-    env = dict(os.environ)
-    env.pop(FALLBACK_ENV_VAR, None)
-    if fallback:
-        env[FALLBACK_ENV_VAR] = "1"
+    env = env_for_path(fallback=fallback)
     run = subprocess.run([sys.executable, "-c", _DISPATCH_MODE_THEN_RELOAD], env=env, capture_output=True, text=True)
     assert run.returncode == 0, f"exit status {run.returncode}\n" + run.stdout[-2000:] + run.stderr[-4000:]
     assert run.stdout.strip().endswith("ok")
