@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
+from typing import Any, Callable
 
 import pytest
 import torch
 from torch import Tensor
 
 import tagged_ops
+
+from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns
 
 
 @pytest.fixture
@@ -186,22 +190,157 @@ def test_function_transform_refusal_matches_native(sin_out: tagged_ops.TaggedOp,
     assert messages[0] == messages[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a direct torch.ops call reaches the kernel with tensors torch.func has unwrapped; refusing it at the "
-    "Autograd key costs every call a Python frame (measured: about twice an eager call). Call through the handle.",
-)
+def _direct(op: tagged_ops.TaggedOp) -> Callable[..., Any]:
+    """``sin_`` or ``sin_out`` called through ``torch.ops`` in the registered form, returning what the handle returns."""
+    if op.kind == "inplace":
+        return lambda x: (op.opoverload(x), x)[1]
+    if op.is_native:
+        return lambda x, *, out: op.opoverload(x, out=out)
+    return lambda x, *, out: (op.opoverload(x, out), out)[1]
+
+
+FORWARD_AD = "don't support forward-mode automatic differentiation"
+
+
 def test_function_transform_through_a_direct_torch_ops_call_raises(sin_out: tagged_ops.TaggedOp) -> None:
-    def f(x: Tensor) -> Tensor:
-        args, kwargs = sin_out.to_op_arguments(x, out=torch.empty(3))
-        sin_out.opoverload(*args, **kwargs)
-        return args[-1].sum() if not kwargs else kwargs["out"].sum()
+    """A direct call reaches the kernel with unwrapped tensors: the refusal is made before functorch unwraps."""
+    o = torch.zeros(3)
+    with pytest.raises(RuntimeError, match=re.escape(f"{sin_out.__name__}(): {OUT_AUTOGRAD}")):
+        torch.func.grad(lambda x: _direct(sin_out)(x, out=o).sum())(torch.ones(3))
+    assert torch.equal(o, torch.zeros(3))  # refused before anything is written
+    with pytest.raises(RuntimeError, match=re.escape(OUT_AUTOGRAD)):
+        torch.func.vjp(lambda x: _direct(sin_out)(x, out=torch.empty(3)), torch.ones(3))
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
+def test_forward_mode_transforms_through_an_out_op_raise(sin_out: tagged_ops.TaggedOp, direct: bool) -> None:
+    """Native 2.13 returns a zero tangent here, silently; we refuse, as eager forward AD does."""
+    op = _direct(sin_out) if direct else sin_out
+    for transform in (
+        lambda: torch.func.jvp(lambda x: op(x, out=torch.zeros(3)), (torch.ones(3),), (torch.ones(3),)),
+        lambda: torch.func.jacfwd(lambda x: op(x, out=torch.zeros(3)))(torch.ones(3)),
+    ):
+        with pytest.raises(RuntimeError, match=re.escape(FORWARD_AD)):
+            transform()
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
+def test_transforms_run_calls_that_need_no_derivative(sin_out: tagged_ops.TaggedOp, direct: bool) -> None:
+    """Arguments the transform does not track: the op runs, and writes its buffer, at every level."""
+    op = _direct(sin_out) if direct else sin_out
+    x = torch.rand(3)
+
+    def f(w: Tensor) -> Tensor:
+        return (w * op(x, out=torch.empty(3))).sum()
+
+    torch.testing.assert_close(torch.func.grad(f)(torch.ones(3)), x.sin())
+    primal, tangent = torch.func.jvp(lambda w: w * op(x, out=torch.empty(3)), (torch.ones(3),), (torch.ones(3),))
+    torch.testing.assert_close((primal, tangent), (x.sin(), x.sin()))
+    torch.testing.assert_close(torch.func.grad(lambda v: torch.func.grad(f)(v).sum())(torch.ones(3)), torch.zeros(3))
+
+
+def test_an_outer_transform_that_tracks_an_argument_refuses(sin_out: tagged_ops.TaggedOp) -> None:
+    """The inner grad does not track ``x``, the outer does: the outer level's gradient would be lost."""
+
+    def inner(x: Tensor) -> Tensor:
+        return torch.func.grad(lambda w: (w * _direct(sin_out)(x, out=torch.empty(3))).sum())(torch.ones(3))
 
     with pytest.raises(RuntimeError, match=re.escape(OUT_AUTOGRAD)):
-        torch.func.grad(f)(torch.ones(3))
+        torch.func.grad(lambda x: inner(x).sum())(torch.ones(3))
+    with pytest.raises(RuntimeError, match=re.escape(FORWARD_AD)):
+        torch.func.jvp(inner, (torch.ones(3),), (torch.ones(3),))
+
+
+def test_a_direct_in_place_call_under_grad_raises(sin_: tagged_ops.TaggedOp) -> None:
+    """It used to mutate the unwrapped tensor and return grad 1 where the answer is cos(x): silent."""
+    with pytest.raises(
+        RuntimeError, match=re.escape(f"{sin_.qualname}: an in-place op (torch.Tag.inplace) has no autograd")
+    ):
+        torch.func.grad(lambda x: _direct(sin_)(x * 1).sum())(torch.ones(3))
+    # Not tracked (an input of the transformed function, not differentiated): runs, and mutates.
+    y = torch.ones(3)
+    grad = torch.func.grad(lambda w, y: (w * _direct(sin_)(y)).sum())(torch.ones(3), y)
+    torch.testing.assert_close((grad, y), (torch.ones(3).sin(), torch.ones(3).sin()))
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
+def test_forward_mode_transforms_through_an_in_place_op_raise(sin_: tagged_ops.TaggedOp, direct: bool) -> None:
+    op = _direct(sin_) if direct else sin_
+    with pytest.raises(
+        RuntimeError, match=re.escape(f"{sin_.qualname}: an in-place op (torch.Tag.inplace) has no forward-mode")
+    ):
+        torch.func.jvp(lambda x: op(x * 1), (torch.ones(3),), (torch.ones(3),))
+    x = torch.rand(3)
+    primal, tangent = torch.func.jvp(lambda w: w * op(x.clone()), (torch.ones(3),), (torch.ones(3),))
+    torch.testing.assert_close((primal, tangent), (x.sin(), x.sin()))
 
 
 def test_function_transforms_through_an_in_place_op_raise(sin_: tagged_ops.TaggedOp) -> None:
     """An in-place call under torch.func.grad puts the result behind the node that refuses backward."""
     with pytest.raises(RuntimeError, match=re.escape(f"{BACKWARD} {sin_.qualname}")):
         torch.func.grad(lambda x: sin_(x * 1).sum())(torch.ones(3))
+
+
+def _under_grad(fn: Callable[..., Any]) -> Callable[..., Tensor]:
+    """``fn(*args)`` inside ``torch.func.grad`` over a weight its result is scaled by; args are not tracked."""
+
+    def total(result: Any) -> Tensor:
+        return sum(t.sum() for t in (result if isinstance(result, tuple) else (result,)))  # type: ignore[return-value]
+
+    return lambda *args: torch.func.grad(lambda w, *a: w * total(fn(*a)))(torch.tensor(1.0), *args)
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
+def test_compiled_calls_under_a_transform_match_eager(
+    sin_: tagged_ops.TaggedOp, sin_out: tagged_ops.TaggedOp, direct: bool
+) -> None:
+    """Views of inputs and of intermediates, inside torch.func.grad: values and mutated inputs as eager."""
+    inplace, out = (_direct(sin_), _direct(sin_out)) if direct else (sin_, sin_out)
+    patterns = {**inplace_patterns(inplace), **out_patterns(lambda x, o: out(x, out=o))}
+    config = torch._dynamo.config
+    capture = (  # torch 2.2's Dynamo captures torch.func only when asked
+        config.patch(capture_func_transforms=True) if hasattr(config, "capture_func_transforms") else nullcontext()
+    )
+    for name, (fn, make) in patterns.items():
+        try:
+            with capture:
+                assert_compiled_matches_eager(_under_grad(fn), make)
+        except Exception as e:
+            raise AssertionError(f"pattern {name}") from e
+
+
+def test_compiled_transforms_refuse_as_eager(sin_: tagged_ops.TaggedOp, sin_out: tagged_ops.TaggedOp) -> None:
+    for f, message in (
+        (lambda x: sin_out(x, out=torch.empty(3)).sum(), OUT_AUTOGRAD),
+        (lambda x: _direct(sin_out)(x, out=torch.empty(3)).sum(), OUT_AUTOGRAD),
+        (lambda x: _direct(sin_)(x * 1).sum(), "has no autograd formula"),
+    ):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=re.escape(message)):
+            torch.compile(torch.func.grad(f))(torch.ones(3))
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
+def test_transforms_pass_defaults_and_every_buffer(path: str, ns: str, direct: bool) -> None:
+    """The dispatcher leaves out arguments equal to their defaults; two out buffers are both written."""
+
+    @tagged_ops.define_out(f"{ns}::sincos_out")
+    def sincos_out(x: Tensor, scale: float = 2.0, *, sin: Tensor, cos: Tensor) -> tuple[Tensor, Tensor]:
+        torch.mul(x.sin(), scale, out=sin)
+        torch.mul(x.cos(), scale, out=cos)
+        return sin, cos
+
+    def call(x: Tensor, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        if not direct:
+            return sincos_out(x, sin=s, cos=c)  # type: ignore[no-any-return]
+        if sincos_out.is_native:
+            return sincos_out.opoverload(x, sin=s, cos=c)  # type: ignore[no-any-return]
+        sincos_out.opoverload(x, s, c, 2.0)  # the fallback op: buffers positional, before defaulted arguments
+        return s, c
+
+    x, s, c = torch.rand(3), torch.zeros(3), torch.zeros(3)
+    grad = torch.func.grad(lambda w, x, s, c: (w * sum(call(x, s, c))).sum())(torch.ones(3), x, s, c)
+    torch.testing.assert_close((s, c), (2 * x.sin(), 2 * x.cos()))
+    torch.testing.assert_close(grad, 2 * x.sin() + 2 * x.cos())
+    with pytest.raises(RuntimeError, match=re.escape(OUT_AUTOGRAD)):
+        torch.func.grad(lambda x: sum(call(x, torch.zeros(3), torch.zeros(3))).sum())(torch.ones(3))

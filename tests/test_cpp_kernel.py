@@ -174,6 +174,23 @@ def test_out_calls_under_autograd_raise_before_writing(cpp_sin: ModuleType) -> N
     torch.testing.assert_close(o, x.detach().sin())
 
 
+def test_direct_calls_under_function_transforms(cpp_sin: ModuleType) -> None:
+    """torch.func.grad through a direct torch.ops call: refused where tracked; written where not."""
+    args_of = cpp_sin.sin_out.to_op_arguments
+
+    def direct(x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+        args, kwargs = args_of(x, out=o)
+        cpp_sin.sin_out.opoverload(*args, **kwargs)
+        return o
+
+    o = torch.zeros(5)
+    with pytest.raises(RuntimeError, match=re.escape(f"sin(): {OUT_AUTOGRAD}")):
+        torch.func.grad(lambda x: direct(x, torch.zeros(5)).sum())(torch.ones(5))
+    x = torch.rand(5)
+    grad = torch.func.grad(lambda w, o: (w * direct(x, o)).sum())(torch.ones(5), o)
+    torch.testing.assert_close((grad, o), (x.sin(), x.sin()))
+
+
 @pytest.fixture(scope="session")
 def misbehaving(build_directory: str) -> dict[str, tagged_ops.TaggedOp]:
     """Ops whose kernels (tests/cpp/misbehaving_kernels.cpp) were loaded before these declarations."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import torch
 
@@ -375,6 +375,50 @@ def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
 
 #: Whether any Tensor among the arguments requires grad.
 any_requires_grad: Callable[..., bool] = getattr(torch._C, "_any_requires_grad", None) or any_requires_grad_py
+
+
+# -- torch._C._functorch's interpreter stack (torch.func, every release) -------------
+# Read by popping the layers and pushing them back, as
+# torch._functorch.pyfunctorch.temporarily_pop_interpreter_stack does (2.2 has no
+# get_interpreter_stack, and no release exposes a level's saved grad modes otherwise).
+
+
+class TransformLevel(NamedTuple):
+    """One active torch.func transform, as an op called inside it sees it."""
+
+    kind: str  # "Grad", "Jvp", "Vmap" or "Functionalize" (torch's TransformType names)
+    level: int
+    grad_enabled: bool  # grad mode at this level
+    fwd_grad_enabled: bool  # forward grad mode at this level
+
+
+def transform_levels() -> list[TransformLevel]:
+    """The active torch.func transforms, innermost first (empty outside them).
+
+    Each level's grad modes are read off the level above it, which saved them on entry.
+    """
+    functorch = torch._C._functorch
+    interpreters: list[Any] = []
+    popped: list[Any] = []
+    try:
+        while (interpreter := functorch.peek_interpreter_stack()) is not None:
+            kind = interpreter.key().name
+            saved = (  # the modes of the level below, saved when this one was entered
+                functorch.CGradInterpreterPtr(interpreter).prevGradMode() if kind == "Grad" else None,
+                functorch.CJvpInterpreterPtr(interpreter).prevFwdGradMode() if kind == "Jvp" else None,
+            )
+            interpreters.append((kind, interpreter.level(), saved))  # read before the pop frees it
+            popped.append(functorch.pop_dynamic_layer_stack())
+    finally:
+        for layer in reversed(popped):
+            functorch.push_dynamic_layer_stack(layer)
+    levels = []
+    grad, fwd_grad = torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+    for kind, level, (prev_grad, prev_fwd_grad) in interpreters:
+        levels.append(TransformLevel(kind, level, grad, fwd_grad))
+        grad = grad if prev_grad is None else prev_grad
+        fwd_grad = fwd_grad if prev_fwd_grad is None else prev_fwd_grad
+    return levels
 
 
 # -- torch.compiler.is_dynamo_compiling / assume_constant_result ---------------------

@@ -39,6 +39,7 @@ from ._calling import make_binder, make_compiled_call, make_handle_call, make_ke
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param, lookup_op
 from ._switches import compile_functional_forced
+from ._transforms import TRANSFORM_KEY, make_transform_kernel
 
 __all__ = ["Registration", "dispatch_key_for"]
 
@@ -132,6 +133,7 @@ class Registration:
             self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
             if sig.kind == "inplace":
                 self._register_vmap_loop()
+        self._register_transform_kernel()  # on the lowering too: compiled code calls it
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
@@ -149,6 +151,21 @@ class Registration:
             sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error, declaration=declaration
         )
         self.bind = make_binder(sig, self.schema_order)
+
+    def _register_transform_kernel(self) -> None:
+        """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms.py``)."""
+        twin_of = self if self.lowering is None else self.lowering
+        assert twin_of.functional is not None
+        kernel = make_transform_kernel(
+            self.sig,
+            self.op,
+            self.schema_order,
+            returns=self.returns,
+            functional=twin_of.functional,
+            functional_order=twin_of.schema_order,
+            grad_error=self._direct_grad_error,
+        )
+        self._replace_kernel(TRANSFORM_KEY, kernel)
 
     VMAP_KEY = "FuncTorchBatched"
 

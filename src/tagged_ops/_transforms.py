@@ -1,0 +1,125 @@
+"""What an op does inside torch.func's transforms (grad, vjp, jvp, jacrev, jacfwd).
+
+Native 2.13 refuses an out= call whose arguments require grad in its Python
+Autograd kernel, which functorch's grad transform reaches with its wrapped
+tensors. Our ops have an Autograd fallthrough instead (a Python kernel there
+would double the cost of every eager call), and their kernel sees the tensors
+functorch has already unwrapped: a direct ``torch.ops`` call under
+``torch.func.grad`` silently returned zero gradients.
+
+So each op gets a kernel at ``FuncTorchDynamicLayerBackMode``, the key functorch
+adds to the dispatch only while a transform is active (outside transforms it
+costs nothing). There, before any level is unwrapped, it walks every active
+level as functorch would and refuses where a level would need a derivative the
+op does not have: an argument that requires grad at a grad level (native's own
+error for out= ops), or one with a tangent at a jvp level (native lets the
+tangent drop silently; we refuse). Otherwise the call goes on through functorch's
+own lowering: a kernel at this key replaces functorch's fallback for the op,
+so the call is made as the op's functional twin (which has functorch's
+fallback) plus ``copy_`` into the mutated tensors, one extra buffer per mutated
+tensor, under transforms only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch.utils._pytree import tree_leaves
+
+from . import _capabilities as caps
+from ._signature import OpSignature, Param
+
+__all__ = ["TRANSFORM_KEY", "make_transform_kernel"]
+
+#: The dispatch key functorch includes while a transform is active; its kernel runs
+#: once per call, at the innermost level, before that level's tensors are unwrapped.
+TRANSFORM_KEY = "FuncTorchDynamicLayerBackMode"
+
+
+def _has_tangent(t: torch.Tensor) -> bool:
+    # torch.func.jvp enters one forward-AD level per transform; a tangent at any of them counts
+    return any(fwAD.unpack_dual(t, level=d).tangent is not None for d in range(fwAD._current_level + 1))
+
+
+def _unwrap(t: torch.Tensor, level: int) -> Any:
+    functorch = torch._C._functorch
+    if functorch.is_batchedtensor(t):
+        return functorch._unwrap_batched(t, level)[0] if functorch.maybe_get_level(t) == level else t
+    return functorch._unwrap_for_grad(t, level)
+
+
+def _refusal(sig: OpSignature, tensors: list[torch.Tensor], grad_error: Callable[[], Exception]) -> Exception | None:
+    """The error a call with ``tensors`` gets at some active level, or None."""
+    for level in caps.transform_levels():
+        # functorch gives every tensor a wrapper of the level it enters; one made at
+        # another level is a fresh (untracked) wrapper there.
+        own = [t for t in tensors if torch._C._functorch.maybe_get_level(t) == level.level]
+        if level.kind == "Grad" and level.grad_enabled and any(t.requires_grad for t in own):
+            return grad_error() if sig.kind == "out" else RuntimeError(_in_place_grad_message(sig))
+        if level.kind == "Jvp" and level.fwd_grad_enabled and any(_has_tangent(t) for t in own):
+            return RuntimeError(_jvp_message(sig))
+        tensors = [_unwrap(t, level.level) for t in tensors]
+    return None
+
+
+def _in_place_grad_message(sig: OpSignature) -> str:
+    return (
+        f"{sig.qualname}: an in-place op (torch.Tag.inplace) has no autograd formula, but one of its "
+        "arguments requires grad under torch.func.grad / vjp: the gradient through the mutated tensor "
+        "would be wrong. Call it through its tagged_ops handle inside the innermost transform (a backward "
+        "through the mutation then raises), under torch.no_grad(), or on tensors that do not require grad."
+    )
+
+
+def _jvp_message(sig: OpSignature) -> str:
+    if sig.kind == "out":  # 2.13's sentence for reverse mode, for forward mode
+        return (
+            f"{sig.packet}(): functions with out=... arguments don't support forward-mode automatic "
+            "differentiation (torch.func.jvp, jacfwd), but one of the arguments has a tangent."
+        )
+    return (
+        f"{sig.qualname}: an in-place op (torch.Tag.inplace) has no forward-mode formula, but one of its "
+        "arguments has a tangent (torch.func.jvp, jacfwd): the tangent of the mutated tensor would be "
+        "wrong. Call it on tensors without tangents, outside the transform."
+    )
+
+
+def make_transform_kernel(
+    sig: OpSignature,
+    op: torch._ops.OpOverload,
+    schema_order: Sequence[Param],
+    *,
+    returns: bool,
+    functional: Any,
+    functional_order: Sequence[Param],
+    grad_error: Callable[[], Exception],
+) -> Callable[..., Any]:
+    """``op``'s kernel at :data:`TRANSFORM_KEY`, given ``op``'s arguments (``schema_order``).
+
+    ``functional`` is the functional twin (``_functional.FunctionalTwin``) of the
+    untagged op, whose parameters ``functional_order`` name the same arguments;
+    ``returns``: the registered op returns its mutated tensors (native path).
+    ``grad_error`` makes 2.13's error for an out= call under a grad level.
+    """
+    positional = [p.name for p in schema_order if not p.keyword_only]
+    # The dispatcher leaves out arguments equal to their defaults; the twin may have none (2.2).
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+    written = [p.name for p in functional_order if p.mutated]  # the twin's results, in order
+    returned = [p.name for p in sig.mutated]  # what the tagged op returns, in order
+
+    def transform_kernel(*args: Any, **kwargs: Any) -> Any:
+        by_name = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        tensors = [t for t in tree_leaves(list(by_name.values())) if isinstance(t, torch.Tensor)]
+        error = _refusal(sig, tensors, grad_error)
+        if error is not None:
+            raise error
+        results = functional.op(**by_name)
+        for name, result in zip(written, (results,) if len(written) == 1 else results, strict=True):
+            by_name[name].copy_(result)
+        if not returns:
+            return None
+        return by_name[returned[0]] if len(returned) == 1 else tuple(by_name[n] for n in returned)
+
+    return transform_kernel
