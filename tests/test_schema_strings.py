@@ -120,3 +120,32 @@ def test_mutates_args_given_with_a_schema_must_agree(path: str, ns: str, mutates
         "`mutates_args`. Please make these consistent."
     )
     assert not hasattr(getattr(torch.ops, ns), "add_one_")
+
+
+ROUND_TRIP = '(Tensor x, Tensor[] ts, int[2] k=[1, 2], str n="a, (b)", Tensor? t=None, float eps=1e-05, *, Tensor(a!) out, Tensor(b!) o2) -> (Tensor(a!), Tensor(b!))'
+
+
+def test_the_schema_written_back_parses_to_the_one_given(path: str, ns: str) -> None:
+    """Defaults with commas and parentheses, lists, optionals: the registered schema is the one given."""
+    op = tagged_ops.declare_out(f"{ns}::round_trip", ROUND_TRIP)
+    given = torch._C.parse_schema(f"{ns}::round_trip{ROUND_TRIP}")
+    if op.is_native:
+        assert str(op.opoverload._schema) == str(given)
+    else:  # the fallback's order: buffers between required and defaulted arguments, nothing returned
+        names = [a.name for a in op.opoverload._schema.arguments]
+        assert names == ["x", "ts", "out", "o2", "k", "n", "t", "eps"]
+
+
+def test_a_schema_written_back_wrong_is_refused_before_registering(
+    path: str, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check that guards writing schemas back out from torch's printing of each argument."""
+    from tagged_ops import _signature
+
+    join = _signature.join_params
+    monkeypatch.setattr(_signature, "join_params", lambda *a, **k: join(*a, **k).replace("?", ""))
+    with pytest.raises(RuntimeError, match=r"tagged_ops wrote the schema .* back as .*this is a bug in tagged_ops"):
+        tagged_ops.declare_out(f"{ns}::wrong", "(Tensor x, Tensor? t=None, *, Tensor(a!) out) -> Tensor(a!)")
+    assert not torch._C._dispatch_dump(f"{ns}::wrong")
+    monkeypatch.undo()
+    tagged_ops.declare_out(f"{ns}::wrong", "(Tensor x, Tensor? t=None, *, Tensor(a!) out) -> Tensor(a!)")

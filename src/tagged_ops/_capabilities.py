@@ -45,6 +45,45 @@ else:
         return splits[0], splits[1]
 
 
+def split_overload(name: str) -> tuple[str, str]:
+    """``"foo.out"`` -> ``("foo", "out")``, ``"foo"`` -> ``("foo", "")``: an op name's packet and overload.
+
+    The one place tagged_ops splits a name (torch has no helper for it).
+    """
+    packet, _, overload = name.partition(".")
+    return packet, overload
+
+
+# -- torch._library.utils.lookup_op (2.2) ------------------------------------------
+
+if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "lookup_op"):
+    from torch._library.utils import lookup_op
+else:
+
+    def lookup_op(qualname: str) -> Any:  # type: ignore[misc]
+        """``"ns::name.overload"`` -> ``torch.ops.ns.name.overload``, as torch's own (moved or gone here)."""
+        namespace, name = parse_namespace(qualname)
+        packet, overload = split_overload(name)
+        return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+# -- torch._library.utils.is_tensor_like_type / is_tensorlist_like_type (2.4) ---------
+
+if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "is_tensorlist_like_type"):
+    from torch._library.utils import is_tensor_like_type, is_tensorlist_like_type
+else:
+
+    def is_tensorlist_like_type(typ: Any) -> bool:  # type: ignore[misc]
+        """``Tensor[]``, ``Tensor?[]`` and either optional, as torch's own (absent here)."""
+        tensor = torch.TensorType.get()
+        lists = (torch.ListType(tensor), torch.ListType(torch.OptionalType(tensor)))
+        return typ in (*lists, *map(torch.OptionalType, lists))
+
+    def is_tensor_like_type(typ: Any) -> bool:  # type: ignore[misc]
+        """``Tensor`` or ``Tensor?``, as torch's own (absent here)."""
+        return typ in (torch.TensorType.get(), torch.OptionalType(torch.TensorType.get()))
+
+
 def _accepts_keyword(fn: Callable[..., Any] | None, name: str) -> bool:
     try:
         return fn is not None and name in inspect.signature(fn).parameters
@@ -228,6 +267,16 @@ def _probe_opcheck() -> Callable[..., dict[str, str]]:
 #: ``torch.library.opcheck``, or its 2.2/2.3 original.
 opcheck: Callable[..., dict[str, str]] = _probe_opcheck()
 
+#: The checks opcheck runs by default: torch's list (2.4+); on 2.2/2.3 that list, which
+#: their optests' longer one (with test_aot_dispatch_static) later became.
+OPCHECK_DEFAULT_UTILS: tuple[str, ...] = tuple(
+    getattr(
+        torch.library,
+        "_OPCHECK_DEFAULT_UTILS",
+        ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"),
+    )
+)
+
 
 def opcheck_accepts_tolerances() -> bool:
     """``torch.library.opcheck(..., atol=, rtol=)`` exists (newer releases only)."""
@@ -250,7 +299,7 @@ def destroy_library(lib: torch.library.Library) -> None:
     # point at the destroyed operator (calling it crashes); drop it as 2.3+ does.
     for qualname in getattr(lib, "_op_defs", ()):
         ns, name = parse_namespace(qualname)
-        packet = name.partition(".")[0]
+        packet = split_overload(name)[0]
         namespace = getattr(torch.ops, ns, None)
         if namespace is not None and packet in namespace.__dict__:
             delattr(namespace, packet)
@@ -273,7 +322,7 @@ def forget_signature(namespace: str, opname: str) -> None:
     """
     cache = getattr(importlib.import_module("torch.fx.operator_schemas"), "_SCHEMA_TO_SIGNATURE_CACHE", None)
     if isinstance(cache, dict):
-        packet, _, overload = opname.partition(".")
+        packet, overload = split_overload(opname)
         cache.pop((f"{namespace}::{packet}", overload), None)
 
 

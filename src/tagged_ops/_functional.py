@@ -29,7 +29,7 @@ from torch.library import Library
 
 from . import _capabilities as caps
 from ._anchor import anchor, release_unless_same
-from ._signature import OpSignature, Param, helper_name, join_params, lookup_op
+from ._signature import OpSignature, Param, helper_name, join_params
 
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
 
@@ -72,12 +72,12 @@ class FunctionalTwin:
             self._lib.define(definition, tags=(torch.Tag.pt2_compliant_tag,))
             self._lib.impl(name, lambda *a, **k: run_on_fresh(fresh, op, a, k), "CompositeExplicitAutograd")
             anchor(
-                sig.namespace, name, definition, lookup_op(sig.namespace, name)
+                sig.namespace, name, definition, caps.lookup_op(f"{sig.namespace}::{name}")
             )  # the Autograd fallthrough, kept across reloads
             caps.register_fake(
                 f"{sig.namespace}::{name}", lambda *a, **k: run_on_fresh(torch.empty_like, fake, a, k), lib=self._lib
             )
-            self.op = lookup_op(sig.namespace, name)
+            self.op = caps.lookup_op(f"{sig.namespace}::{name}")
         except Exception:
             self.destroy()  # leave the twin's name free for the next definition
             raise

@@ -92,6 +92,7 @@ class TaggedOp:
         self.__module__ = getattr(fn, "__module__", __name__)
 
     def _point_at(self, registration: Registration) -> None:
+        assert registration.call is not None, "a handle points at the user's op, never at a lowering"
         self._registration = registration
         self._set_call(registration.call)
 
@@ -167,7 +168,9 @@ class TaggedOp:
 
     def to_op_arguments(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`."""
-        return self._registration.bind(*args, **kwargs)
+        bind = self._registration.bind
+        assert bind is not None  # set with the call (see _point_at)
+        return bind(*args, **kwargs)
 
     @property
     def paired(self) -> bool:

@@ -9,12 +9,8 @@ from ._handle import TaggedOp
 
 __all__ = ["DEFAULT_TEST_UTILS", "opcheck"]
 
-DEFAULT_TEST_UTILS: tuple[str, ...] = (
-    "test_schema",
-    "test_autograd_registration",
-    "test_faketensor",
-    "test_aot_dispatch_dynamic",
-)
+#: torch.library.opcheck's default checks (the 2.4+ list on every release).
+DEFAULT_TEST_UTILS: tuple[str, ...] = caps.OPCHECK_DEFAULT_UTILS
 
 
 def opcheck(

@@ -28,7 +28,6 @@ from typing import Any, Callable
 import torch
 
 from . import _capabilities as caps
-from ._signature import lookup_op
 
 __all__ = ["forget", "is_paired", "permit"]
 
@@ -57,7 +56,7 @@ def is_paired(out_op: Any) -> bool:
     if caps.OUT_VARIANT_PAIRING is None or out_op is None:
         return False
     try:
-        functional = lookup_op(out_op.namespace, out_op._schema.name.split("::")[1])
+        functional = caps.lookup_op(out_op._schema.name)
         return bool(caps.OUT_VARIANT_PAIRING.to_out_variant(functional) is out_op)
     except (AttributeError, RuntimeError):  # no functional op, or one that mutates
         return False

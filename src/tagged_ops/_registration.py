@@ -37,7 +37,7 @@ from . import _capabilities as caps
 from ._anchor import anchor, release_unless_same
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
 from ._functional import FunctionalTwin
-from ._signature import OpSignature, Param, lookup_op
+from ._signature import OpSignature, Param
 from ._switches import compile_functional_forced
 from ._transforms import TRANSFORM_KEY, make_transform_kernel
 
@@ -54,6 +54,25 @@ def dispatch_key_for(qualname: str, device_type: str | None) -> str:
         return str(torch._C._dispatch_key_for_device(device_type))
     except RuntimeError as e:
         raise ValueError(f"{qualname}: unknown device type {device_type!r} ({e})") from None
+
+
+def _grad_messages(sig: OpSignature) -> tuple[str, Callable[[], RuntimeError]]:
+    """What a backward through an in-place op's mutation raises, and the error a direct call under autograd gets."""
+    backward = (
+        f"Trying to backward through {sig.qualname} but no autograd formula was registered. "
+        "An in-place op (torch.Tag.inplace) cannot have one: call it on tensors that do not "
+        "require grad, or under torch.no_grad()."
+    )
+    out = (  # 2.13's own error, for handle and direct calls alike
+        f"{sig.packet}(): functions with out=... arguments don't support automatic "
+        "differentiation, but one of the arguments requires grad."
+    )
+    direct = (
+        f"{sig.qualname}: called through torch.ops with grad mode on and an argument that "
+        "requires grad. Call it through its tagged_ops handle (which makes a backward through "
+        "the mutated tensor raise), or under torch.no_grad()."
+    )
+    return backward, functools.partial(RuntimeError, out if sig.kind == "out" else direct)
 
 
 class _NoAutogradFormula(torch.autograd.Function):
@@ -105,35 +124,52 @@ class Registration:
         self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
         self._kernel_libs: dict[str, Library] = {}
+        self.backward_message, self._direct_grad_error = _grad_messages(sig)
+        self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         self.functional: FunctionalTwin | None = None
+        # The handle's call and opcheck's binder; the native path's lowering, which only compiled
+        # code calls, has none.
+        self.call: Callable[..., Any] | None = None
+        self.bind: Callable[..., Any] | None = None
         self.lib = Library(sig.namespace, "FRAGMENT")
+        # Registered in small named steps, as torch/_library/custom_ops.py does; a step that
+        # fails removes what the earlier ones registered, so the name is free again.
         try:
-            self._register(schema, tags)
+            self.op: torch._ops.OpOverload = self._define(schema, tags)
+            caps.register_fake(self.qualname, self._fake_dispatch, lib=self.lib)
+            if not tags:
+                # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views
+                # with auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A
+                # native op's handle uses its lowering's twin.
+                self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
+                if sig.kind == "inplace":
+                    self._register_vmap_loop()
+            self._register_transform_kernel()  # on the lowering too: compiled code calls it
+            if opname == sig.name:
+                self.call, self.bind = self._plan_calls()
         except Exception:
             self.destroy()  # leave the name, and its helpers' names, free for the next definition
             raise
 
-    def _register(self, schema: str, tags: Sequence[Any]) -> None:
-        sig, opname, lowering = self.sig, self.opname, self.lowering
+    def _define(self, schema: str, tags: Sequence[Any]) -> torch._ops.OpOverload:
+        """Define the op (tags, plus pt2_compliant) and its Autograd fallthrough, kept across reloads."""
+        sig, opname = self.sig, self.opname
         definition = f"{opname}{schema[schema.index('(') :]}"
         all_tags = (*tags, torch.Tag.pt2_compliant_tag)
         anchor_key = f"{definition} {all_tags}"  # what the kept dispatcher entry was defined as
         release_unless_same(sig.namespace, opname, anchor_key, owner=sig.qualname)
         self.lib.define(definition, tags=all_tags)
-        caps.refresh_packet(sig.namespace, opname.partition(".")[0])
-        self.op: torch._ops.OpOverload = lookup_op(sig.namespace, opname)
-        self._messages()
-        self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
-        caps.register_fake(self.qualname, self._fake_dispatch, lib=self.lib)
-        anchor(sig.namespace, opname, anchor_key, self.op)  # the Autograd fallthrough, kept across reloads
-        # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views with
-        # auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A native op's
-        # handle uses its lowering's twin.
-        if not tags:
-            self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
-            if sig.kind == "inplace":
-                self._register_vmap_loop()
-        self._register_transform_kernel()  # on the lowering too: compiled code calls it
+        caps.refresh_packet(sig.namespace, caps.split_overload(opname)[0])
+        op: torch._ops.OpOverload = caps.lookup_op(self.qualname)
+        anchor(sig.namespace, opname, anchor_key, op)
+        return op
+
+    def _plan_calls(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """The handle's call (with what it does while Dynamo traces) and opcheck's binder.
+
+        Built apart from the dispatcher registration: they only call the ops registered above.
+        """
+        sig, lowering = self.sig, self.lowering
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
@@ -147,10 +183,10 @@ class Registration:
         grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
         # Argument errors quote the 2.13 schema the handle takes, on the fallback too.
         declaration = str(self.op._schema) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
-        self.call = make_handle_call(
+        call = make_handle_call(
             sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error, declaration=declaration
         )
-        self.bind = make_binder(sig, self.schema_order)
+        return call, make_binder(sig, self.schema_order)
 
     def _register_transform_kernel(self) -> None:
         """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms.py``)."""
@@ -290,24 +326,6 @@ class Registration:
         )
 
     # -- autograd ----------------------------------------------------------
-
-    def _messages(self) -> None:
-        sig = self.sig
-        self.backward_message = (
-            f"Trying to backward through {sig.qualname} but no autograd formula was registered. "
-            "An in-place op (torch.Tag.inplace) cannot have one: call it on tensors that do not "
-            "require grad, or under torch.no_grad()."
-        )
-        out = (  # 2.13's own error, for handle and direct calls alike
-            f"{sig.packet}(): functions with out=... arguments don't support automatic "
-            "differentiation, but one of the arguments requires grad."
-        )
-        direct = (
-            f"{sig.qualname}: called through torch.ops with grad mode on and an argument that "
-            "requires grad. Call it through its tagged_ops handle (which makes a backward through "
-            "the mutated tensor raise), or under torch.no_grad()."
-        )
-        self._direct_grad_error = functools.partial(RuntimeError, out if sig.kind == "out" else direct)
 
     def autograd_call(self, *args: Any, **kwargs: Any) -> None:
         """An in-place handle's path for calls under autograd, in the registered op's form.

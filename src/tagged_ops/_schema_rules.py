@@ -137,7 +137,10 @@ else:
 def refuse_keyword_only_tensors(schema_str: str, kind: str) -> None:
     """custom_op's first check of a schema: keyword-only Tensors belong to out= ops only."""
     parsed = torch._C.parse_schema(schema_str)
-    if kind != "out" and any(a.kwarg_only and _is_tensor_like(a.type) for a in parsed.arguments):
+    if kind != "out" and any(
+        a.kwarg_only and (caps.is_tensor_like_type(a.type) or caps.is_tensorlist_like_type(a.type))
+        for a in parsed.arguments
+    ):
         raise NotImplementedError(
             f"custom_op with kwarg-only Tensor args. Please make your tensors not kwarg-only. Got: {schema_str}"
         )
@@ -162,14 +165,6 @@ def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, sch
                 f"which is different from what was provided to us in `mutates_args`. "
                 f"Please make these consistent."
             )
-
-
-def _is_tensor_like(t: Any) -> bool:
-    # 2.13's torch._library.utils.is_tensor_like_type / is_tensorlist_like_type (older releases
-    # miss Tensor[]?): Tensor, Tensor?, Tensor[], Tensor?[], and the last two optional
-    tensor = torch.TensorType.get()
-    lists = (torch.ListType(tensor), torch.ListType(torch.OptionalType(tensor)))
-    return t in (tensor, torch.OptionalType(tensor), *lists, *map(torch.OptionalType, lists))
 
 
 # -- torch.library.infer_schema(fn, mutates_args=, tags=) ----------------------------

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import torch
-from torch._library.utils import parse_namespace
 
+from . import _capabilities as caps
 from . import _schema_rules as rules
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "define_signature",
     "helper_name",
     "join_params",
-    "lookup_op",
     "parse_qualname",
 ]
 
@@ -82,19 +81,11 @@ class Param:
             keyword_only=bool(argument.kwarg_only),
             mutated=alias_info is not None and alias_info.is_write,
             is_plain_tensor=isinstance(argument.type, torch.TensorType),
-            holds_tensors=_holds_tensors(argument.type),
+            holds_tensors=caps.is_tensor_like_type(argument.type) or caps.is_tensorlist_like_type(argument.type),
             alias=alias or None,
             type_text=type_text,
             default_text=default_text,
         )
-
-
-def _holds_tensors(schema_type: Any) -> bool:
-    if isinstance(schema_type, torch.TensorType):
-        return True
-    if isinstance(schema_type, (torch.OptionalType, torch.ListType)):
-        return _holds_tensors(schema_type.getElementType())
-    return False
 
 
 @dataclass(frozen=True)
@@ -108,17 +99,17 @@ class OpSignature:
 
     @property
     def namespace(self) -> str:
-        return parse_namespace(self.qualname)[0]
+        return caps.parse_namespace(self.qualname)[0]
 
     @property
     def name(self) -> str:
         """The op's name in its namespace, overload included: ``foo`` or ``foo.out``."""
-        return parse_namespace(self.qualname)[1]
+        return caps.parse_namespace(self.qualname)[1]
 
     @property
     def packet(self) -> str:
         """``foo`` for ``ns::foo.out``: the ``torch.ops.ns.foo`` packet the op belongs to."""
-        return self.name.partition(".")[0]
+        return caps.split_overload(self.name)[0]
 
     @property
     def mutated(self) -> tuple[Param, ...]:
@@ -184,11 +175,11 @@ def parse_qualname(qualname: str) -> tuple[str, str]:
     (``ns::foo.out``, ``ns::foo_.Tensor``): they register ``torch.ops.ns.foo.out``.
     """
     try:
-        namespace, name = parse_namespace(qualname)  # torch's own split, and its check of the "::"
+        namespace, name = caps.parse_namespace(qualname)  # torch's own split, and its check of the "::"
     except ValueError:
         namespace = name = ""
-    packet, dot, overload = name.partition(".")
-    if not (namespace.isidentifier() and packet.isidentifier() and (not dot or overload.isidentifier())):
+    packet, overload = caps.split_overload(name)
+    if not (namespace.isidentifier() and packet.isidentifier() and (name == packet or overload.isidentifier())):
         raise ValueError(
             f"{qualname!r}: an op name must be qualified as 'namespace::name' or "
             "'namespace::name.overload' (identifiers, e.g. 'mylib::sin_out' or 'mylib::sin.out')."
@@ -204,8 +195,8 @@ def helper_name(opname: str, suffix: str) -> str:
     Helpers live in a packet of their own, so ``torch.ops.ns.foo.overloads()``
     lists only what the user defined.
     """
-    packet, dot, overload = opname.partition(".")
-    return f"{packet}{suffix}{dot}{overload}"
+    packet, overload = caps.split_overload(opname)
+    return f"{packet}{suffix}.{overload}" if overload else f"{packet}{suffix}"
 
 
 def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
@@ -229,12 +220,6 @@ def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
     return tuple(
         p.name for p in sig.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY and is_tensor(p.annotation)
     )
-
-
-def lookup_op(namespace: str, opname: str) -> Any:
-    """``torch.ops.<namespace>.<packet>.<overload>`` for ``opname`` ``packet[.overload]``."""
-    packet, _, overload = opname.partition(".")
-    return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
 
 
 def define_signature(
@@ -295,7 +280,16 @@ def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kin
             f"(the generated call uses them); rename {', '.join(reserved)}."
         )
     python_signature = inspect.signature(fn) if fn is not None else _python_signature(parsed.arguments)
-    return OpSignature(qualname, kind, params, python_signature)
+    sig = OpSignature(qualname, kind, params, python_signature)
+    # Params keep torch's printing of each argument to write schemas back out: check that what
+    # they write parses to the schema they were read from, before anything is registered.
+    rendered = str(torch._C.parse_schema(sig.native_schema()))
+    if rendered != printed:
+        raise RuntimeError(
+            f"{qualname}: tagged_ops wrote the schema {printed!r} back as {rendered!r}; this is a bug in "
+            "tagged_ops, please report it with the schema."
+        )
+    return sig
 
 
 def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
