@@ -111,14 +111,14 @@ def make_compiled_call(
     op: Callable[..., Any],
     schema_order: Sequence[Param],
     *,
-    lowering: tuple[Callable[..., Any], Sequence[Param]] | None = None,
+    untagged_twin: tuple[Callable[..., Any], Sequence[Param]] | None = None,
     functional: FunctionalTwin | None = None,
     autograd_call: Callable[..., None] | None = None,
     prefer_functional: Callable[[], bool] = lambda: False,
 ) -> Callable[..., None]:
     """What the handle does while Dynamo traces it, given the registered op's arguments.
 
-    It records ``op``; where a ``lowering`` op is given, torch.compile (but not
+    It records ``op``; where an ``untagged_twin`` op is given, torch.compile (but not
     torch.export, which records the op users see) records that one instead (see
     ``_native.py``). Where the compiler cannot lower a mutating op (or a mutated
     view), it records the ``functional`` twin of the op it would otherwise record
@@ -129,10 +129,10 @@ def make_compiled_call(
     The decisions are plain Python, asked once per trace; only the argument
     forwarding is generated.
     """
-    target, target_order = (op, schema_order) if lowering is None else lowering
+    target, target_order = (op, schema_order) if untagged_twin is None else untagged_twin
     target_args = _call_args(target_order)
     call_target = _forwarder(sig, schema_order, f"_tagged_ops_target({target_args})", _tagged_ops_target=target)
-    exporting = caps.is_exporting if lowering is not None else lambda: False
+    exporting = caps.is_exporting if untagged_twin is not None else lambda: False
     if functional is not None:  # the twin of ``target``: same argument order
         twin_needed = caps.assume_constant_result(functional.needed)
         twin_for_views = caps.assume_constant_result(functional.needed_for_views)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Literal, Mapping, NamedTuple
 
 import torch
 
@@ -110,6 +110,25 @@ def _probe_native_tags() -> bool:
 #: and ``torch.Tag.out`` with tag-aware schema inference and registration). tagged_ops
 #: then infers schemas, and raises definition errors, through torch's own ``infer_schema``.
 NATIVE_TAGS: bool = _probe_native_tags()
+
+#: What an op does to its arguments: mutates its first one (``torch.Tag.inplace``), or
+#: writes keyword-only out buffers (``torch.Tag.out``).
+Kind = Literal["inplace", "out"]
+
+#: Each kind's tag as torch's messages spell it.
+TAG_NAMES: Mapping[Kind, str] = {"inplace": "torch.Tag.inplace", "out": "torch.Tag.out"}
+
+
+def tag_for(kind: Kind) -> Any:
+    """``torch.Tag.inplace`` or ``torch.Tag.out`` (only where :data:`NATIVE_TAGS`)."""
+    return getattr(torch.Tag, kind)
+
+
+#: torch.library._validate_inplace_schema / _validate_out_schema, the checks
+#: Library.define(tags=) runs (2.13); _schema_rules backports them elsewhere.
+SCHEMA_VALIDATORS: bool = hasattr(torch.library, "_validate_inplace_schema") and hasattr(
+    torch.library, "_validate_out_schema"
+)
 
 
 # -- torch._library.infer_schema (2.4; torch._custom_op.impl before) ----------------

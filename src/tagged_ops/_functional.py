@@ -13,8 +13,8 @@ while Dynamo traces) wherever Inductor lowers through ``auto_functionalized``
 v1 (2.3-2.5, or a user's ``enable_auto_functionalized_v2 = False`` later):
 v1 miscompiles a mutated view of a tensor the graph made, and a view of a
 graph input cannot be told apart while tracing. Views then cost one copy;
-whole tensors keep the in-place lowering. On the native path the twin is the
-untagged lowering's (see ``_native.py``).
+whole tensors keep the in-place lowering. On the native path the functional twin is the
+untagged twin's (see ``_native.py``).
 
 The twin is defined with its op (a user may turn ``auto_functionalized`` v2
 off at any time before compiling), and only compiled code that needs it calls it.

@@ -92,7 +92,7 @@ class TaggedOp:
         self.__module__ = getattr(fn, "__module__", __name__)
 
     def _point_at(self, registration: Registration) -> None:
-        assert registration.call is not None, "a handle points at the user's op, never at a lowering"
+        assert registration.call is not None, "a handle points at the user's op, never at an untagged twin"
         self._registration = registration
         self._set_call(registration.call)
 

@@ -18,8 +18,7 @@ full extra read and write of the cache per call (measured in
 
 from __future__ import annotations
 
-import torch
-
+from . import _capabilities as caps
 from ._fallback import register_fallback
 from ._registration import Registration
 from ._signature import OpSignature, helper_name
@@ -27,11 +26,11 @@ from ._signature import OpSignature, helper_name
 __all__ = ["register_native"]
 
 
-LOWERING_SUFFIX = "__untagged"
+UNTAGGED_SUFFIX = "__untagged"
 
 
 def register_native(sig: OpSignature) -> Registration:
-    tag = torch.Tag.inplace if sig.kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
+    tag = caps.tag_for(sig.kind)
     return Registration(
         sig,
         opname=sig.name,
@@ -39,5 +38,5 @@ def register_native(sig: OpSignature) -> Registration:
         schema_order=sig.params,
         tags=(tag,),
         returns=True,
-        lowering=register_fallback(sig, opname=helper_name(sig.name, LOWERING_SUFFIX)),  # destroyed with it
+        untagged_twin=register_fallback(sig, opname=helper_name(sig.name, UNTAGGED_SUFFIX)),  # destroyed with it
     )

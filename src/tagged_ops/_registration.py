@@ -110,12 +110,12 @@ class Registration:
         schema_order: Sequence[Param],
         tags: Sequence[Any],
         returns: bool,
-        lowering: Registration | None = None,
+        untagged_twin: Registration | None = None,
     ) -> None:
         self.sig = sig
         # The op that compiled code calls instead of this one (see _native.py);
         # it gets every kernel this one gets.
-        self.lowering = lowering
+        self.untagged_twin = untagged_twin
         self.schema_order = tuple(schema_order)
         self.returns = returns
         self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
@@ -127,7 +127,7 @@ class Registration:
         self.backward_message, self._direct_grad_error = _grad_messages(sig)
         self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
         self.functional: FunctionalTwin | None = None
-        # The handle's call and opcheck's binder; the native path's lowering, which only compiled
+        # The handle's call and opcheck's binder; the native path's untagged twin, which only compiled
         # code calls, has none.
         self.call: Callable[..., Any] | None = None
         self.bind: Callable[..., Any] | None = None
@@ -140,11 +140,11 @@ class Registration:
             if not tags:
                 # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views
                 # with auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A
-                # native op's handle uses its lowering's twin.
+                # native op's handle uses its untagged twin's functional twin.
                 self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
                 if sig.kind == "inplace":
                     self._register_vmap_loop()
-            self._register_transform_kernel()  # on the lowering too: compiled code calls it
+            self._register_transform_kernel()  # on the untagged twin too: compiled code calls it
             if opname == sig.name:
                 self.call, self.bind = self._plan_calls()
         except Exception:
@@ -169,14 +169,14 @@ class Registration:
 
         Built apart from the dispatcher registration: they only call the ops registered above.
         """
-        sig, lowering = self.sig, self.lowering
+        sig, untagged = self.sig, self.untagged_twin
         autograd_call = self.autograd_call if sig.kind == "inplace" else None
         compiled_call = make_compiled_call(
             sig,
             self.op,
             self.schema_order,
-            lowering=None if lowering is None else (lowering.op, lowering.schema_order),
-            functional=self.functional if lowering is None else lowering.functional,
+            untagged_twin=None if untagged is None else (untagged.op, untagged.schema_order),
+            functional=self.functional if untagged is None else untagged.functional,
             autograd_call=autograd_call,
             prefer_functional=lambda: self.compile_functional or compile_functional_forced(),
         )
@@ -190,7 +190,7 @@ class Registration:
 
     def _register_transform_kernel(self) -> None:
         """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms.py``)."""
-        twin_of = self if self.lowering is None else self.lowering
+        twin_of = self if self.untagged_twin is None else self.untagged_twin
         assert twin_of.functional is not None
         kernel = make_transform_kernel(
             self.sig,
@@ -237,8 +237,8 @@ class Registration:
         A ``classic`` kernel mutates and returns nothing (``(..., out) -> None``, as
         kernels of untagged ops are written); the op still returns the mutated tensors.
         """
-        if self.lowering is not None:
-            self.lowering.set_kernel(device_type, fn, classic=classic)
+        if self.untagged_twin is not None:
+            self.untagged_twin.set_kernel(device_type, fn, classic=classic)
         key = dispatch_key_for(self.sig.qualname, device_type)
         adapter = make_kernel_adapter(
             self.sig,
@@ -259,8 +259,8 @@ class Registration:
         became a cast copy that the op wrote instead of the buffer (fallback path;
         native 2.13 refuses keyword arguments), and an in-place op mutated a copy.
         """
-        if self.lowering is not None:
-            self.lowering.set_autocast(device_type, cast_inputs)
+        if self.untagged_twin is not None:
+            self.untagged_twin.set_autocast(device_type, cast_inputs)
         key = caps.autocast_dispatch_key(device_type)
         if key is None:
             raise ValueError(f"{self.sig.qualname}: device type {device_type!r} does not support autocast")
@@ -301,8 +301,8 @@ class Registration:
             self._kernel_libs[key] = fragment
 
     def set_fake(self, fn: Callable[..., Any]) -> None:
-        if self.lowering is not None:
-            self.lowering.set_fake(fn)
+        if self.untagged_twin is not None:
+            self.untagged_twin.set_fake(fn)
         self._fake = self._fake_adapter(fn)
 
     def _fake_adapter(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -354,8 +354,8 @@ class Registration:
 
     def destroy(self) -> None:
         """Remove the op from the dispatcher, before the name is defined again."""
-        if self.lowering is not None:
-            self.lowering.destroy()
+        if self.untagged_twin is not None:
+            self.untagged_twin.destroy()
         if self.functional is not None:
             self.functional.destroy()
         for lib in (*self._kernel_libs.values(), self.lib):

@@ -36,7 +36,7 @@ Schema = Any  # torch._C.FunctionSchema
 
 # -- Library.define(schema, tags=torch.Tag.inplace / torch.Tag.out) ------------------
 
-if hasattr(torch.library, "_validate_inplace_schema") and hasattr(torch.library, "_validate_out_schema"):
+if caps.SCHEMA_VALIDATORS:
     _validate_inplace_schema: Callable[[str | Schema], None] = torch.library._validate_inplace_schema
     _validate_out_schema: Callable[[str | Schema], None] = torch.library._validate_out_schema
 else:
@@ -134,7 +134,7 @@ else:
 # -- custom_op's own checks on top of the schema ---------------------------------
 
 
-def refuse_keyword_only_tensors(schema_str: str, kind: str) -> None:
+def refuse_keyword_only_tensors(schema_str: str, kind: caps.Kind) -> None:
     """custom_op's first check of a schema: keyword-only Tensors belong to out= ops only."""
     parsed = torch._C.parse_schema(schema_str)
     if kind != "out" and any(
@@ -146,7 +146,7 @@ def refuse_keyword_only_tensors(schema_str: str, kind: str) -> None:
         )
 
 
-def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, schema: str | None) -> None:
+def validate_custom_op_schema(schema_str: str, kind: caps.Kind, mutates_args: Any, schema: str | None) -> None:
     """What ``torch.library.custom_op(name, ..., tags=, schema=)`` checks beyond ``Library.define``.
 
     ``schema_str`` is the op's ``"<name>(<args>) -> <returns>"``; ``mutates_args``
@@ -169,25 +169,22 @@ def validate_custom_op_schema(schema_str: str, kind: str, mutates_args: Any, sch
 
 # -- torch.library.infer_schema(fn, mutates_args=, tags=) ----------------------------
 
-_TAG_NAME = {"inplace": "torch.Tag.inplace", "out": "torch.Tag.out"}
-
 if caps.NATIVE_TAGS:  # torch.library.infer_schema takes tags=
 
-    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str) -> str:
+    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind) -> str:
         """``torch.library.infer_schema(fn, mutates_args=..., tags=<kind's tag>)``."""
-        tag = torch.Tag.inplace if kind == "inplace" else torch.Tag.out  # type: ignore[attr-defined]
-        return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=tag)  # type: ignore[call-arg,no-any-return]
+        return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=caps.tag_for(kind))  # type: ignore[call-arg,no-any-return]
 
 else:
 
-    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str) -> str:  # type: ignore[misc]
+    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind) -> str:  # type: ignore[misc]
         """Backport of 2.13's ``infer_schema(fn, mutates_args=..., tags=<kind's tag>)``.
 
         Same checks in the same order, same ``ValueError`` text; built on the
         installed torch's own annotation table (``caps.supported_param_types()``).
         """
         sig = inspect.signature(fn)
-        tag = _TAG_NAME[kind]
+        tag = caps.TAG_NAMES[kind]
 
         def error(what: str) -> typing.NoReturn:
             raise ValueError(f"infer_schema(func): {what} Got func with signature {sig})")

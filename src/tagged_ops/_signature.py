@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -33,7 +33,7 @@ __all__ = [
     "parse_qualname",
 ]
 
-Kind = Literal["inplace", "out"]
+Kind = caps.Kind
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
@@ -97,119 +98,173 @@ def check(
     Raises AssertionError with one line per (sample, stage) that failed;
     returns a one-line summary otherwise.
     """
-    failures: list[str] = []
-    stages_run = 0
     form = _reference_form(op, reference, reference_form)
     samples = [
         Sample(f"{ex.label}:{s.label}", s.args, s.kwargs)
         for ex in map(_as_sample, examples)
         for s in variants(op, ex.args, ex.kwargs, dtypes=dtypes, devices=devices)
     ]
+    wanted = {"reference": reference is not None, "compile": compile, "export": export, "compile-clone": compile}
+    failures: list[str] = []
+    checks_run = 0
     examples_seen: set[str] = set()
     for sample in samples:
-        first_of_example = sample.label.split(":", 1)[0] not in examples_seen
-        examples_seen.add(sample.label.split(":", 1)[0])
-
-        def fail(stage: str, message: str, label: str = sample.label) -> None:
-            failures.append(f"{op.qualname} [{label}] {stage}: {message}")
-
-        # opcheck
-        stages_run += 1
-        try:
-            s = sample.clone()
-            opcheck(op, s.args, s.kwargs)
-        except Exception as e:  # noqa: BLE001 - reported per sample
-            fail("opcheck", _brief(e))
-
-        # eager run, identity and out-buffer discipline
-        eager = sample.clone()
-        original = sample.clone()
-        before = [_layout(t) for t in op.mutated_in_call(eager.args, eager.kwargs)]
-        if op.kind == "out":
-            for t in op.mutated_in_call(eager.args, eager.kwargs):
-                _fill(t, 0)
-        stages_run += 1
-        try:
-            with torch.no_grad():
-                result = op(*eager.args, **eager.kwargs)
-        except Exception as e:  # noqa: BLE001
-            fail("eager", _brief(e))
-            continue
-        mutated = op.mutated_in_call(eager.args, eager.kwargs)
-        returned = result if len(mutated) > 1 and type(result) is tuple else (result,)
-        stages_run += 1
-        if len(returned) != len(mutated) or any(a is not b for a, b in zip(returned, mutated, strict=True)):
-            fail("returns", f"returned {type(result).__name__}, not the mutated tensor(s) {op.mutated_args}")
-        if op.kind == "out":
-            stages_run += 1
-            after = [_layout(t) for t in mutated]
-            for name, b, a in zip(op.mutated_args, before, after, strict=True):
-                if a != b:
-                    fail(
-                        "out-buffers",
-                        f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}",
-                    )
-            again = sample.clone()
-            for t in op.mutated_in_call(again.args, again.kwargs):
-                _fill(t, 1)
-            with torch.no_grad():
-                op(*again.args, **again.kwargs)
-            for name, first, second in zip(
-                op.mutated_args, mutated, op.mutated_in_call(again.args, again.kwargs), strict=True
-            ):
-                if bool(torch.isnan(first).any()) if first.is_floating_point() else False:
-                    fail(
-                        "out-buffers",
-                        f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it",
-                    )
-                elif (diff := _same(first, second)) is not None:
-                    fail(
-                        "out-buffers",
-                        f"result depends on what out buffer '{name}' held before the call (the kernel reads it): {diff}",
-                    )
-
-        # reference
-        if reference is not None:
-            stages_run += 1
-            try:
-                ref_mutated = _reference_effect(op, reference, form, sample, mutated)
-            except Exception as e:  # noqa: BLE001
-                fail("reference", f"the reference raised {_brief(e)}")
-                ref_mutated = None
-            for name, got, want, orig in zip(
-                op.mutated_args,
-                mutated,
-                ref_mutated or (),
-                op.mutated_in_call(original.args, original.kwargs),
-                strict=False,
-            ):
-                if op.kind == "inplace" and _same(want, orig) is not None and _same(got, orig) is None:
-                    fail("reference", f"the op did not change its input '{name}', but the reference does")
-                elif (diff := _same(got, want)) is not None:
-                    fail("reference", f"'{name}' differs from the reference: {diff}")
-
-        # compile, export: the same effect as eager
-        for stage, wanted, run in (("compile", compile, _check_compile), ("export", export, _check_export)):
-            if wanted:
-                stages_run += 1
-                try:
-                    run(op, sample.clone(), mutated)
-                except Exception as e:  # noqa: BLE001
-                    fail(stage, _brief(e))
-        if compile and first_of_example:
-            for slot, index in _clones_to_try(op, sample):
-                stages_run += 1
-                try:
-                    _check_compile_clone(op, sample, slot, index)
-                except Exception as e:  # noqa: BLE001
-                    fail("compile-clone", _brief(e))
+        example = sample.label.split(":", 1)[0]
+        run = _Run(op, sample, reference, form, first_of_example=example not in examples_seen)
+        examples_seen.add(example)
+        for stage in _STAGES:
+            if not wanted.get(stage.name, True) or not stage.applies(run):
+                continue
+            checks, messages = stage.run(run)
+            checks_run += checks
+            failures.extend(f"{op.qualname} [{sample.label}] {stage.name}: {m}" for m in messages)
+            if messages and stage.stops_sample:
+                break
 
     if failures:
         raise AssertionError(
             f"{op.qualname}: tagged_ops.testing.check found {len(failures)} failure(s)\n" + "\n".join(failures)
         )
     path = "native" if op.is_native else "fallback"
-    return f"{op.qualname}: tagged_ops.testing.check passed {stages_run} checks on {len(samples)} samples ({path} path)"
+    return f"{op.qualname}: tagged_ops.testing.check passed {checks_run} checks on {len(samples)} samples ({path} path)"
+
+
+# -- the stages, in the order they run on each sample ------------------------------------
+
+
+@dataclasses.dataclass
+class _Run:
+    """One sample going through the stages; ``eager`` fills in what the later ones compare with."""
+
+    op: TaggedOp
+    sample: Sample
+    reference: Callable[..., Any] | None
+    form: Literal["functional", "call"] | None
+    first_of_example: bool
+    original: Sample = dataclasses.field(init=False)
+    result: Any = None  # what the eager run returned
+    mutated: tuple[Any, ...] = ()  # the eager run's mutated tensors
+    layouts_before: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.original = self.sample.clone()
+
+
+class _Stage(NamedTuple):
+    name: str
+    applies: Callable[[_Run], bool]
+    run: Callable[[_Run], tuple[int, list[str]]]  # (checks made, failure messages)
+    stops_sample: bool = False  # a failure skips the sample's later stages
+
+
+def _guarded(fn: Callable[[_Run], None]) -> Callable[[_Run], tuple[int, list[str]]]:
+    """A one-check stage that fails with whatever ``fn`` raises."""
+
+    def run(r: _Run) -> tuple[int, list[str]]:
+        try:
+            fn(r)
+        except Exception as e:  # noqa: BLE001 - reported per sample and stage
+            return 1, [_brief(e)]
+        return 1, []
+
+    return run
+
+
+def _opcheck(r: _Run) -> None:
+    s = r.sample.clone()
+    opcheck(r.op, s.args, s.kwargs)
+
+
+def _eager(r: _Run) -> None:
+    eager = r.sample.clone()
+    r.layouts_before = [_layout(t) for t in r.op.mutated_in_call(eager.args, eager.kwargs)]
+    if r.op.kind == "out":
+        for t in r.op.mutated_in_call(eager.args, eager.kwargs):
+            _fill(t, 0)
+    with torch.no_grad():
+        r.result = r.op(*eager.args, **eager.kwargs)
+    r.mutated = r.op.mutated_in_call(eager.args, eager.kwargs)
+
+
+def _returns(r: _Run) -> tuple[int, list[str]]:
+    returned = r.result if len(r.mutated) > 1 and type(r.result) is tuple else (r.result,)
+    if len(returned) != len(r.mutated) or any(a is not b for a, b in zip(returned, r.mutated, strict=True)):
+        return 1, [f"returned {type(r.result).__name__}, not the mutated tensor(s) {r.op.mutated_args}"]
+    return 1, []
+
+
+def _out_buffers(r: _Run) -> tuple[int, list[str]]:
+    op, messages = r.op, []
+    after = [_layout(t) for t in r.mutated]
+    for name, b, a in zip(op.mutated_args, r.layouts_before, after, strict=True):
+        if a != b:
+            messages.append(
+                f"out buffer '{name}' was resized or reallocated: (shape, strides, offset, storage, dtype, device) {b} -> {a}"
+            )
+    again = r.sample.clone()
+    for t in op.mutated_in_call(again.args, again.kwargs):
+        _fill(t, 1)
+    with torch.no_grad():
+        op(*again.args, **again.kwargs)
+    for name, first, second in zip(
+        op.mutated_args, r.mutated, op.mutated_in_call(again.args, again.kwargs), strict=True
+    ):
+        if bool(torch.isnan(first).any()) if first.is_floating_point() else False:
+            messages.append(
+                f"out buffer '{name}' still holds the NaN sentinel: the kernel does not write all of it, or reads it"
+            )
+        elif (diff := _same(first, second)) is not None:
+            messages.append(
+                f"result depends on what out buffer '{name}' held before the call (the kernel reads it): {diff}"
+            )
+    return 1, messages
+
+
+def _against_reference(r: _Run) -> tuple[int, list[str]]:
+    op = r.op
+    assert r.reference is not None
+    try:
+        ref_mutated = _reference_effect(op, r.reference, r.form, r.sample, r.mutated)
+    except Exception as e:  # noqa: BLE001
+        return 1, [f"the reference raised {_brief(e)}"]
+    messages = []
+    originals = op.mutated_in_call(r.original.args, r.original.kwargs)
+    for name, got, want, orig in zip(op.mutated_args, r.mutated, ref_mutated, originals, strict=False):
+        if op.kind == "inplace" and _same(want, orig) is not None and _same(got, orig) is None:
+            messages.append(f"the op did not change its input '{name}', but the reference does")
+        elif (diff := _same(got, want)) is not None:
+            messages.append(f"'{name}' differs from the reference: {diff}")
+    return 1, messages
+
+
+def _compile_clones(r: _Run) -> tuple[int, list[str]]:
+    slots = _clones_to_try(r.op, r.sample)
+    messages = []
+    for slot, index in slots:
+        try:
+            _check_compile_clone(r.op, r.sample, slot, index)
+        except Exception as e:  # noqa: BLE001
+            messages.append(_brief(e))
+    return len(slots), messages
+
+
+def _always(r: _Run) -> bool:
+    return True
+
+
+#: What check runs on each sample, in order; a stage whose switch (reference=, compile=,
+#: export=) is off is skipped. Each makes one check, except compile-clone (one per read
+#: tensor shaped like a mutated one).
+_STAGES: tuple[_Stage, ...] = (
+    _Stage("opcheck", _always, _guarded(_opcheck)),
+    _Stage("eager", _always, _guarded(_eager), stops_sample=True),
+    _Stage("returns", _always, _returns),
+    _Stage("out-buffers", lambda r: r.op.kind == "out", _out_buffers),
+    _Stage("reference", _always, _against_reference),
+    _Stage("compile", _always, _guarded(lambda r: _check_compile(r.op, r.sample.clone(), r.mutated))),
+    _Stage("export", _always, _guarded(lambda r: _check_export(r.op, r.sample.clone(), r.mutated))),
+    _Stage("compile-clone", lambda r: r.first_of_example, _compile_clones),
+)
 
 
 def _reference_form(
