@@ -99,11 +99,24 @@ def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
     return exprs, values
 
 
-def _forwarder(sig: OpSignature, params: Sequence[Param], body: str, **names: Any) -> Callable[..., Any]:
-    """A function taking ``params`` by name (no defaults) whose one line is ``body``."""
-    return generate(
-        sig, f"def _generated({join_params(params, lambda p: p.name)}):\n    {body}\n", dict(names), sig.qualname
-    )
+class _Forward:
+    """A call in one parameter order (positional, then keyword-only) made in another, by name.
+
+    Plain Python, run only while Dynamo traces, so it costs no eager call anything.
+    """
+
+    def __init__(self, source: Sequence[Param], target: Sequence[Param]) -> None:
+        self.names = [p.name for p in source if not p.keyword_only]
+        self.positional = [p.name for p in target if not p.keyword_only]
+        self.keywords = [p.name for p in target if p.keyword_only]
+
+    def values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        values = dict(zip(self.names, args, strict=True))
+        values.update(kwargs)
+        return values
+
+    def call(self, fn: Callable[..., Any], values: dict[str, Any]) -> Any:
+        return fn(*[values[n] for n in self.positional], **{n: values[n] for n in self.keywords})
 
 
 def make_compiled_call(
@@ -126,31 +139,28 @@ def make_compiled_call(
     while ``prefer_functional()`` (asked once per trace) is true. A call that would
     take ``autograd_call`` in eager takes it here too, outside the graph (a graph
     break): a compiled graph cannot make a backward through the mutation raise.
-    The decisions are plain Python, asked once per trace; only the argument
-    forwarding is generated.
+    All plain Python: the decisions are asked once per trace.
     """
     target, target_order = (op, schema_order) if untagged_twin is None else untagged_twin
-    target_args = _call_args(target_order)
-    call_target = _forwarder(sig, schema_order, f"_tagged_ops_target({target_args})", _tagged_ops_target=target)
+    to_target = _Forward(schema_order, target_order)  # the functional twin has the target's order
+    mutated_names = [p.name for p in sig.mutated]
     exporting = caps.is_exporting if untagged_twin is not None else lambda: False
     if functional is not None:  # the twin of ``target``: same argument order
         twin_needed = caps.assume_constant_result(functional.needed)
         twin_for_views = caps.assume_constant_result(functional.needed_for_views)
         twin_preferred = caps.assume_constant_result(prefer_functional)
-        call_twin = _forwarder(
-            sig, schema_order, f"return _tagged_ops_twin({target_args})", _tagged_ops_twin=functional.op
-        )
-        mutated_of = _forwarder(sig, schema_order, f"return ({''.join(p.name + ', ' for p in sig.mutated)})")
+        twin = functional.op
 
     eager_autograd_call = None
-    if autograd_call is not None:  # named after the op: Dynamo's messages name the function
+    if autograd_call is not None:
+
+        def run_autograd_call(*args: Any, **kwargs: Any) -> None:
+            autograd_call(*args, **kwargs)
+
+        # named after the op: Dynamo's messages name the function
+        run_autograd_call.__name__ = run_autograd_call.__qualname__ = sig.qualname
         eager_autograd_call = caps.disable(
-            _forwarder(
-                sig,
-                schema_order,
-                f"_tagged_ops_autograd_call({_call_args(schema_order)})",
-                _tagged_ops_autograd_call=autograd_call,
-            ),
+            run_autograd_call,
             reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
             "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
             "or on tensors that do not require grad, to keep it in the graph.",
@@ -168,18 +178,19 @@ def make_compiled_call(
         ):
             eager_autograd_call(*args, **kwargs)
             return
+        values = to_target.values(args, kwargs)
         if functional is not None:
-            mutated = mutated_of(*args, **kwargs)
+            mutated = [values[n] for n in mutated_names]
             use_twin = twin_needed() or twin_preferred()
             for t in mutated:
                 use_twin = use_twin or (t._base is not None and twin_for_views())
             if use_twin:
-                results = call_twin(*args, **kwargs)
+                results = to_target.call(twin, values)
                 results = (results,) if len(mutated) == 1 else results
                 for i in range(len(mutated)):
                     mutated[i].copy_(results[i])
                 return
-        call_target(*args, **kwargs)
+        to_target.call(target, values)
 
     return compiled_call
 
@@ -327,15 +338,17 @@ def argument_error(
 def make_binder(
     sig: OpSignature, schema_order: Sequence[Param]
 ) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
-    """User's call form -> (args, kwargs) of the registered op."""
-    exprs, ns = user_defaults(sig)
+    """User's call form -> (args, kwargs) of the registered op (opcheck, ``to_op_arguments``)."""
     positional = [p.name for p in schema_order if not p.keyword_only]
     keywords = [p.name for p in schema_order if p.keyword_only]
-    source = (
-        f"def _generated({_param_list(sig.params, exprs)}):\n"
-        f"    return ({''.join(n + ', ' for n in positional)}), {{{', '.join(repr(n) + ': ' + n for n in keywords)}}}\n"
-    )
-    return generate(sig, source, ns, sig.qualname)
+
+    def bind(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        bound = sig.python_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = bound.arguments
+        return tuple(values[n] for n in positional), {n: values[n] for n in keywords}
+
+    return bind
 
 
 def make_kernel_adapter(
