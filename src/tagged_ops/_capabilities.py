@@ -9,6 +9,9 @@ Laid out as typing_extensions lays out its backports: one section per upstream
 capability, headed by the upstream name (and the release that has it), the
 probe and its fallback side by side. Names are upstream's, without a leading
 underscore. Probes that cost anything run on first use, not at import.
+Each section that decides between releases names, in a ``# Breakpoint:`` line, the
+upstream pull request that moved it (or says that none was identified), so the
+branch can be deleted once the oldest supported release is past it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ if not (hasattr(torch.library, "register_fake") or hasattr(torch.library, "impl_
 
 
 # -- torch._library.utils.parse_namespace (2.2) -------------------------------------
+# Breakpoint: none in the matrix (2.2-2.15 all have it); the else serves a torch that moves it.
 
 if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "parse_namespace"):
     from torch._library.utils import parse_namespace
@@ -55,6 +59,7 @@ def split_overload(name: str) -> tuple[str, str]:
 
 
 # -- torch._library.utils.lookup_op (2.2) ------------------------------------------
+# Breakpoint: none in the matrix (2.2-2.15 all have it); the else serves a torch that moves it.
 
 if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "lookup_op"):
     from torch._library.utils import lookup_op
@@ -68,6 +73,7 @@ else:
 
 
 # -- torch._library.utils.is_tensor_like_type / is_tensorlist_like_type (2.4) ---------
+# Breakpoint: torch 2.4 (2.2/2.3 take the else; upstream PR not identified).
 
 if hasattr(getattr(getattr(torch, "_library", None), "utils", None), "is_tensorlist_like_type"):
     from torch._library.utils import is_tensor_like_type, is_tensorlist_like_type
@@ -92,6 +98,8 @@ def _accepts_keyword(fn: Callable[..., Any] | None, name: str) -> bool:
 
 
 # -- torch.Tag.inplace / torch.Tag.out (2.13) ---------------------------------
+# Breakpoint: pytorch/pytorch#181099 (Tag.inplace), #180851 (Tag.out, renamed from the
+# 2.10-2.12 Tag.out_variant), #184201 / #184202 (custom_op and infer_schema take tags=).
 
 
 def _probe_native_tags() -> bool:
@@ -124,6 +132,7 @@ def tag_for(kind: Kind) -> Any:
     return getattr(torch.Tag, kind)
 
 
+# Breakpoint: pytorch/pytorch#181099 / #180851 (Library.define validates tagged schemas).
 #: torch.library._validate_inplace_schema / _validate_out_schema, the checks
 #: Library.define(tags=) runs (2.13); _schema_rules backports them elsewhere.
 SCHEMA_VALIDATORS: bool = hasattr(torch.library, "_validate_inplace_schema") and hasattr(
@@ -132,6 +141,8 @@ SCHEMA_VALIDATORS: bool = hasattr(torch.library, "_validate_inplace_schema") and
 
 
 # -- torch._library.infer_schema (2.4; torch._custom_op.impl before) ----------------
+# Breakpoint: torch 2.4, with torch.library.custom_op (pytorch/pytorch#122344); 2.2/2.3 keep
+# the same table in torch._custom_op.impl (the PR that moved it is not identified).
 
 
 @functools.cache
@@ -163,6 +174,8 @@ def parse_return(annotation: Any, error_fn: Callable[[str], Any]) -> str:
 
 
 # -- torch._library.custom_ops.CustomOpDef.register_* (2.4+, methods added since) ----
+# Breakpoint: pytorch/pytorch#122344 (custom_op, 2.4); later methods such as register_vmap
+# (pytorch/pytorch#130589, 2.5) are probed one by one.
 
 _CUSTOM_OP_DEF: Any = getattr(getattr(getattr(torch, "_library", None), "custom_ops", None), "CustomOpDef", None)
 
@@ -177,6 +190,7 @@ def has_custom_op_method(name: str) -> bool:
 
 
 # -- torch._library.custom_ops.OPDEFS (2.4) -------------------------------------------
+# Breakpoint: torch 2.4 (pytorch/pytorch#122344 brought custom_ops.py; None before).
 
 #: qualified name -> ``CustomOpDef``: where ``torch.library.register_kernel`` and its
 #: siblings look an op up before registering on the dispatcher (see ``_by_name.py``);
@@ -185,6 +199,7 @@ CUSTOM_OP_DEFS: Any = getattr(getattr(getattr(torch, "_library", None), "custom_
 
 
 # -- torch._library._out_variant.to_out_variant (2.13) --------------------------------
+# Breakpoint: pytorch/pytorch#174473 (to_out_variant); Inductor asks it per functional call.
 
 #: The module whose ``to_out_variant(functional_op)`` Inductor asks, per compiled call
 #: of a functional custom op, for a same-packet overload tagged ``torch.Tag.out`` to
@@ -208,13 +223,14 @@ def register_fake(qualname: str, fn: Callable[..., Any], /, *, lib: torch.librar
     Through the library's own method where it has one (2.4+: no warning about a
     Python kernel in the op's module), ``impl_abstract`` (the older name) before.
     """
-    if hasattr(lib, "_register_fake"):  # Breakpoint: torch 2.4 renamed impl_abstract to register_fake
+    if hasattr(lib, "_register_fake"):  # Breakpoint: pytorch/pytorch#123937 (2.4 renamed impl_abstract)
         lib._register_fake(parse_namespace(qualname)[1], fn)
     else:
         torch.library.impl_abstract(qualname, fn, lib=lib)
 
 
 # -- torch.library.register_vmap (2.5) ------------------------------------------------
+# Breakpoint: pytorch/pytorch#130589.
 
 if hasattr(torch.library, "register_vmap"):
     register_vmap = torch.library.register_vmap
@@ -261,6 +277,7 @@ else:
 
 
 # -- torch.library.opcheck (2.4; torch.testing._internal.optests before) -------------
+# Breakpoint: pytorch/pytorch#124496 (torch.library.opcheck).
 
 
 def _probe_opcheck() -> Callable[..., dict[str, str]]:
@@ -303,6 +320,7 @@ def opcheck_accepts_tolerances() -> bool:
 
 
 # -- torch.library.Library._destroy (complete from 2.3) -------------------------
+# Breakpoint: torch 2.3 (upstream PR not identified); the extra cleanup is harmless after it.
 
 
 def destroy_library(lib: torch.library.Library) -> None:
@@ -354,6 +372,7 @@ def dispatcher_entry_exists(qualname: str) -> bool:
 
 
 # -- torch.compiler.config.cache_key_tag (absent on 2.2 and 2.4; present on 2.13) --------
+# Breakpoint: between 2.4 and 2.13 (not bisected; upstream PR not identified).
 
 
 def add_compile_cache_key_tag(mark: str) -> bool:
@@ -380,6 +399,7 @@ def autocast_dispatch_key(device_type: str) -> Any:
 
 
 # -- torch._ops._refresh_packet (2.13) --------------------------------------------
+# Breakpoint: torch 2.13 (upstream PR not identified).
 
 
 def refresh_packet(namespace: str, packet: str) -> None:
@@ -406,6 +426,7 @@ def refresh_packet(namespace: str, packet: str) -> None:
 
 
 # -- torch._C._increment_version (one Tensor before 2.5, a list of them after) -------
+# Breakpoint: pytorch/pytorch#132652 (increment_version takes a list).
 
 
 @functools.cache
@@ -430,6 +451,7 @@ def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
 
 
 # -- torch._C._any_requires_grad (2.5) ----------------------------------------------
+# Breakpoint: torch 2.5 (upstream PR not identified).
 
 
 def any_requires_grad_py(*args: Any, **kwargs: Any) -> bool:
@@ -506,6 +528,7 @@ assume_constant_result: Callable[[Callable[[], Any]], Callable[[], Any]] = torch
 
 
 # -- torch.compiler.is_exporting (2.7; 2.7-2.9 fold it to True under torch.compile) --
+# Breakpoint: pytorch/pytorch#176499 (fixes #176347: is_exporting() True under torch.compile).
 
 _HAS_EXPORTING_FLAG = hasattr(torch.compiler, "_is_exporting_flag")
 
@@ -521,6 +544,7 @@ def is_exporting() -> bool:
 
 
 # -- torch.compiler.disable(fn, reason=...) ---------------------------------------
+# Breakpoint: pytorch/pytorch#150341 (the reason= argument).
 
 _DISABLE_TAKES_REASON = _accepts_keyword(torch.compiler.disable, "reason")
 
@@ -531,6 +555,8 @@ def disable(fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
 
 
 # -- torch._higher_order_ops.auto_functionalize (2.2; lowered by Inductor from 2.3) --
+# Breakpoint: pytorch/pytorch#118673 (Inductor decomposes auto_functionalized, 2.3);
+# pytorch/pytorch#134409 (auto_functionalized_v2, on by default from 2.6: views).
 
 
 def _auto_functionalize_module() -> Any:
@@ -568,6 +594,7 @@ def compiler_lowers_mutated_views() -> bool:
 
 
 def _probe_defaults_survive_functionalization() -> bool:
+    # Breakpoint: torch 2.3 (upstream PR not identified).
     # 2.2's auto_functionalized(op, mutated_args_names, kwargs) rebuilds the
     # arguments by schema position, but the dispatcher drops trailing arguments
     # equal to their default: a mutable op called with a default value then fails
