@@ -3,10 +3,14 @@
 The handle must take the user's signature on every release (defaults, keywords,
 keyword-only out buffers), cost next to nothing per call, and be traceable by
 Dynamo on torch 2.4 (which cannot trace ``inspect.Signature.bind``). So for each
-op we generate small plain functions with the user's parameter names, once, at
-definition time. Python then does the argument binding; a call that does not fit
-raises the dispatcher's own RuntimeError and sentence (``argument_error``), as a
-native op's call does (the functions are named after the op's qualified name).
+op two functions are generated with the user's parameter names, once, at
+definition time: the handle's call and the kernel adapter, the two that run on
+every eager call (benchmarks/eager_overhead.py measures them). Python then does
+the argument binding; a call that does not fit raises the dispatcher's own
+RuntimeError and sentence (``argument_error``), as a native op's call does (the
+functions are named after the op's qualified name, and their source is
+registered with ``linecache``). Everything else here (the binder opcheck uses,
+what a call does while Dynamo traces) is plain Python.
 """
 
 from __future__ import annotations
