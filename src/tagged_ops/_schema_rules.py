@@ -23,7 +23,7 @@ import collections.abc
 import inspect
 import types
 import typing
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -176,143 +176,222 @@ if caps.NATIVE_TAGS:  # torch.library.infer_schema takes tags=
         return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=caps.tag_for(kind))  # type: ignore[call-arg,no-any-return]
 
 else:
+    # Backport of torch 2.13.0's torch/_library/infer_schema.py (git
+    # cf30153c4c131c8164ee7798e5022d810682e2cb): ``infer_schema``, ``parse_return``'s
+    # first lines, ``_infer_out_return_schema`` and ``supported_param``, with upstream's
+    # names, order and split, so the two diff line for line. Each departure says
+    # "tagged_ops:" and why. Left out: ``op_name=``; opaque and ScriptObject types and
+    # the Tuple-parameter hint (their branches read names older releases lack: such a
+    # parameter gets the plain "unsupported type" sentence); ``tags=``, which ``kind`` stands for.
 
-    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind) -> str:  # type: ignore[misc]
+    def infer_schema(  # type: ignore[misc]
+        prototype_function: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind
+    ) -> str:
         """Backport of 2.13's ``infer_schema(fn, mutates_args=..., tags=<kind's tag>)``.
 
         Same checks in the same order, same ``ValueError`` text; built on the
         installed torch's own annotation table (``caps.supported_param_types()``).
         """
-        sig = inspect.signature(fn)
-        tag = caps.TAG_NAMES[kind]
+        UNKNOWN_MUTATES = "unknown"
+        pf_globals = getattr(prototype_function, "__globals__", {})  # tagged_ops: any callable
+        pf_locals = None
+        sig = inspect.signature(prototype_function)
+        is_inplace = kind == "inplace"  # tagged_ops: ``kind`` stands for upstream's tags=
+        is_out = kind == "out"
+        if type(mutates_args) is not str:
+            mutates_args = tuple(mutates_args)
 
-        def error(what: str) -> typing.NoReturn:
+        def error_fn(what: str) -> typing.NoReturn:
             raise ValueError(f"infer_schema(func): {what} Got func with signature {sig})")
 
-        if isinstance(mutates_args, str):
-            if mutates_args != "unknown":
-                raise ValueError(
-                    "mutates_args must either be a sequence of the names of "
-                    "the arguments that are mutated or the string 'unknown'. "
+        def convert_type_string(annotation_type: str) -> Any:
+            try:
+                return eval(annotation_type, pf_globals, pf_locals)  # noqa: S307 - annotations are code
+            except NameError as e:
+                error_fn(
+                    f"Unsupported type annotation {annotation_type}. It is not a type. "
+                    f"({e}). "
+                    f"If you are using 'from __future__ import annotations', note that "
+                    f"annotations are evaluated lazily as strings; make sure all types "
+                    f"referenced in annotations are importable at module scope, not only "
+                    f"inside a local function."
                 )
-            mutates: str | tuple[str, ...] = "unknown"
-        else:
-            mutates = tuple(mutates_args)
+            except Exception as e:  # noqa: BLE001 - reported to the user verbatim
+                error_fn(f"Unsupported type annotation {annotation_type}. It is not a type. ({type(e).__name__}: {e})")
 
-        supported = caps.supported_param_types()
+        def unstringify_type(ty: Any) -> Any:
+            # Dig through a generic type and if it contains a stringified type
+            # convert that to a real type. tagged_ops: returns the type only, and
+            # rebuilds a Union with typing.Union (older tables list Optional[...]).
+            if isinstance(ty, str):
+                return convert_type_string(ty)
+            elif origin := typing.get_origin(ty):
+                tys = typing.get_args(ty)
+                args = tuple(unstringify_type(t) for t in tys)
+                if any(a is not t for a, t in zip(args, tys, strict=True)):
+                    return typing.Union[args] if origin is typing.Union else typing.cast(Any, origin)[args]
+            return ty
+
         params: list[str] = []
-        star = False
-        first_positional: tuple[str, str, str] | None = None  # (name, schema type, alias)
-        outs: list[tuple[str, str]] = []  # (name, alias)
-        for idx, (name, p) in enumerate(sig.parameters.items()):
-            if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-                error("We do not support positional-only args, varargs, or varkwargs.")
-            keyword_only = p.kind == inspect.Parameter.KEYWORD_ONLY
-            if keyword_only and not star:
-                params.append("*")
-                star = True
-            if p.annotation is inspect.Parameter.empty:
-                error(f"Parameter {name} must have a type annotation.")
-            annotation = _resolve(p.annotation, fn, error)
-            if annotation not in supported:
-                annotation = _normalize(annotation)
-            if annotation not in supported:
-                annotation = _normalize(annotation, list_as=typing.Sequence)  # 2.2/2.3 list only Sequence[...]
-            if annotation not in supported:
-                error(f"Parameter {name} has unsupported type {p.annotation}. The valid types are: {supported.keys()}.")
-            schema_type: str = supported[annotation]
-            if not keyword_only and first_positional is None:
-                first_positional = (name, schema_type, f"a{idx}")
-            mutated = (mutates == "unknown" and schema_type.startswith("Tensor")) or (
-                mutates != "unknown" and name in mutates
-            )
-            if mutated:
+        seen_args = set()
+        saw_kwarg_only_arg = False
+        first_positional_arg_name = None
+        first_positional_arg_schema_type = None
+        first_positional_arg_alias = None
+        out_arg_aliases: list[str] = []
+        out_arg_names: list[str] = []
+        SUPPORTED_PARAM_TYPES = caps.supported_param_types()  # tagged_ops: this release's table
+        for idx, (name, param) in enumerate(sig.parameters.items()):
+            if not supported_param(param):
+                error_fn("We do not support positional-only args, varargs, or varkwargs.")
+
+            if param.kind == inspect.Parameter.KEYWORD_ONLY:
+                # The first time we see a kwarg-only arg, add "*" to the schema.
+                if not saw_kwarg_only_arg:
+                    params.append("*")
+                    saw_kwarg_only_arg = True
+
+            if param.annotation is inspect.Parameter.empty:
+                error_fn(f"Parameter {name} must have a type annotation.")
+
+            # The annotation might be converted to a string by annotation,
+            # we convert it to the actual type.
+            annotation_type = unstringify_type(param.annotation)
+
+            # tagged_ops: older tables spell builtin generics as typing's (see _normalize)
+            schema_type = _lookup(annotation_type, SUPPORTED_PARAM_TYPES)
+            if schema_type is None:
+                error_fn(
+                    f"Parameter {name} has unsupported type {param.annotation}. "
+                    f"The valid types are: {SUPPORTED_PARAM_TYPES.keys()}."
+                )
+
+            if param.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and first_positional_arg_name is None:
+                first_positional_arg_name = name
+                first_positional_arg_schema_type = schema_type
+                first_positional_arg_alias = f"a{idx}"
+
+            is_mutated = False
+            if type(mutates_args) is str:
+                if mutates_args != UNKNOWN_MUTATES:
+                    raise ValueError(
+                        "mutates_args must either be a sequence of the names of "
+                        "the arguments that are mutated or the string 'unknown'. "
+                    )
+                if schema_type.startswith("Tensor"):
+                    is_mutated = True
+                    schema_type = f"Tensor(a{idx}!){schema_type[len('Tensor') :]}"
+            elif name in mutates_args:
+                is_mutated = True
                 if not schema_type.startswith("Tensor"):
-                    error(
+                    error_fn(
                         f"Parameter {name} is in mutable_args but only Tensors or collections of Tensors can be mutated"
                     )
                 schema_type = f"Tensor(a{idx}!){schema_type[len('Tensor') :]}"
-            if kind == "out" and mutated:
-                if not keyword_only:
-                    error("torch.Tag.out requires mutable arguments to be keyword-only.")
+            if is_out and is_mutated:
+                if param.kind != inspect.Parameter.KEYWORD_ONLY:
+                    error_fn("torch.Tag.out requires mutable arguments to be keyword-only.")
                 if schema_type != f"Tensor(a{idx}!)":
-                    error("torch.Tag.out only supports mutable keyword-only Tensor arguments.")
-                outs.append((name, f"a{idx}"))
-            text = f"{schema_type} {name}"
-            if p.default is not inspect.Parameter.empty:
-                text += f"={_default_repr(name, p.default, error)}"
-            params.append(text)
-
-        if mutates != "unknown":
-            missing = set(mutates) - set(sig.parameters)
-            if missing:
-                error(
-                    f"{missing} in mutates_args were not found in the custom op's signature. "
-                    "mutates_args should contain the names of all args that the custom op "
-                    "mutates, or just the string 'unknown' if you don't know."
-                )
-        if kind == "inplace":
-            if first_positional is None:
-                error(f"{tag} requires a positional Tensor argument.")
-            if first_positional[1] != "Tensor":
-                error(f"{tag} requires the first positional argument to be a Tensor.")
-            if mutates == "unknown" or set(mutates) != {first_positional[0]}:
-                error(f"{tag} requires mutates_args to contain exactly the first positional argument, got {mutates}.")
-        if kind == "out" and not outs:
-            error(f"{tag} requires at least one mutable keyword-only Tensor argument.")
-
-        ret_annotation = _resolve(sig.return_annotation, fn, error)
-        if kind == "out":
-            ret_annotation = _normalize(ret_annotation)
-            if len(outs) == 1:
-                matches = ret_annotation is torch.Tensor
+                    error_fn("torch.Tag.out only supports mutable keyword-only Tensor arguments.")
+                out_arg_aliases.append(f"a{idx}")
+                out_arg_names.append(name)
+            seen_args.add(name)
+            if param.default is inspect.Parameter.empty:
+                params.append(f"{schema_type} {name}")
             else:
-                matches = typing.get_origin(ret_annotation) is tuple and typing.get_args(ret_annotation) == (
-                    (torch.Tensor,) * len(outs)
+                default_repr = None
+                if param.default is None or isinstance(param.default, (int, float, bool)):
+                    default_repr = str(param.default)
+                elif isinstance(param.default, (str, torch.device)):
+                    default_repr = f'"{param.default}"'
+                elif isinstance(param.default, torch.dtype):
+                    # tagged_ops: older parsers know few dtype names (_scalar_type_default)
+                    default_repr = _scalar_type_default(param.default)
+                else:
+                    error_fn(
+                        f"Parameter {name} has an unsupported default value type {type(param.default)}. "
+                        f"Please file an issue on GitHub so we can prioritize this."
+                    )
+                params.append(f"{schema_type} {name}={default_repr}")
+        if mutates_args != UNKNOWN_MUTATES:
+            mutates_args_not_seen = set(mutates_args) - seen_args
+            if len(mutates_args_not_seen) > 0:
+                error_fn(
+                    f"{mutates_args_not_seen} in mutates_args were not found in "
+                    f"the custom op's signature. "
+                    f"mutates_args should contain the names of all args that the "
+                    f"custom op mutates, or just the string 'unknown' if you don't know."
                 )
-            if not matches:
-                names = tuple(n for n, _ in outs)
-                error(
-                    f"{tag} requires the return annotation to match the mutable keyword-only Tensor arguments {names}."
+        if is_inplace:
+            if first_positional_arg_name is None:
+                error_fn("torch.Tag.inplace requires a positional Tensor argument.")
+            if first_positional_arg_schema_type != "Tensor":
+                error_fn("torch.Tag.inplace requires the first positional argument to be a Tensor.")
+            if type(mutates_args) is str or set(mutates_args) != {first_positional_arg_name}:
+                error_fn(
+                    "torch.Tag.inplace requires mutates_args to contain exactly "
+                    f"the first positional argument, got {mutates_args}."
                 )
-            aliased = [f"Tensor({alias}!)" for _, alias in outs]
-            ret = aliased[0] if len(aliased) == 1 else f"({', '.join(aliased)})"
+        if is_out and len(out_arg_aliases) == 0:
+            error_fn("torch.Tag.out requires at least one mutable keyword-only Tensor argument.")
+        return_annotation = unstringify_type(sig.return_annotation)
+        if is_out:
+            ret = _infer_out_return_schema(return_annotation, out_arg_aliases, out_arg_names, error_fn)
         else:
-            if ret_annotation is inspect.Parameter.empty:  # older releases word this one differently
-                error("No return type annotation was provided. Please add one.")
-            # 2.2/2.3's parse_return refuses None itself, with other words
-            if (
-                ret_annotation is None
-                or ret_annotation is type(None)
-                or caps.parse_return(_normalize(ret_annotation), error) != "Tensor"
-            ):
-                error(f"{tag} requires the return annotation to be torch.Tensor.")
-            assert first_positional is not None
-            ret = f"Tensor({first_positional[2]}!)"
+            ret = parse_return(return_annotation, error_fn)
+        if is_inplace:
+            if ret != "Tensor":
+                error_fn("torch.Tag.inplace requires the return annotation to be torch.Tensor.")
+            ret = f"Tensor({first_positional_arg_alias}!)"
         return f"({', '.join(params)}) -> {ret}"
 
-    def _resolve(annotation: Any, fn: Callable[..., Any], error: Callable[[str], Any]) -> Any:
-        """Evaluate a postponed (string) annotation the way 2.13's infer_schema does: in the function's globals."""
-        if isinstance(annotation, str):
-            try:
-                return eval(annotation, getattr(fn, "__globals__", {}))  # noqa: S307 - annotations are code by definition
-            except NameError as e:
-                error(
-                    f"Unsupported type annotation {annotation}. It is not a type. ({e}). "
-                    "If you are using 'from __future__ import annotations', note that "
-                    "annotations are evaluated lazily as strings; make sure all types "
-                    "referenced in annotations are importable at module scope, not only "
-                    "inside a local function."
-                )
-            except Exception as e:  # noqa: BLE001 - reported to the user verbatim
-                error(f"Unsupported type annotation {annotation}. It is not a type. ({type(e).__name__}: {e})")
-        origin = typing.get_origin(annotation)
-        if origin is not None and any(isinstance(a, str) for a in typing.get_args(annotation)):
-            args = tuple(_resolve(a, fn, error) for a in typing.get_args(annotation))
-            if origin is typing.Union:
-                return typing.Union[args]
-            return typing.cast(Any, origin)[args]
-        return annotation
+    def parse_return(annotation: Any, error_fn: Callable[[str], Any]) -> str:
+        # tagged_ops: 2.13's first two lines, then this release's parse_return, which
+        # words both refusals differently (2.2/2.3 refuse None) and lists typing's spellings.
+        if annotation is None:
+            return "()"
+
+        if annotation is inspect.Parameter.empty:
+            error_fn("No return type annotation was provided. Please add one.")
+
+        return caps.parse_return(_normalize(annotation), error_fn)
+
+    def _infer_out_return_schema(
+        return_annotation: Any,
+        out_arg_aliases: list[str],
+        out_arg_names: list[str],
+        error_fn: Callable[[str], Any],
+    ) -> str:
+        if len(out_arg_aliases) == 1:
+            return_annotation_matches_out_args = return_annotation is torch.Tensor
+        else:
+            return_annotation_matches_out_args = typing.get_origin(return_annotation) is tuple and typing.get_args(
+                return_annotation
+            ) == (torch.Tensor,) * len(out_arg_aliases)
+
+        if not return_annotation_matches_out_args:
+            error_fn(
+                "torch.Tag.out requires the return annotation to match the "
+                f"mutable keyword-only Tensor arguments {tuple(out_arg_names)}."
+            )
+
+        aliased_returns = [f"Tensor({out_arg_alias}!)" for out_arg_alias in out_arg_aliases]
+        if len(aliased_returns) == 1:
+            return aliased_returns[0]
+        return f"({', '.join(aliased_returns)})"
+
+    def supported_param(param: inspect.Parameter) -> bool:
+        return param.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+
+    def _lookup(annotation: Any, supported: Mapping[Any, str]) -> Any:
+        """The schema type of ``annotation`` as 2.13 spells it, whichever spelling this release's table lists."""
+        for spelling in (annotation, _normalize(annotation), _normalize(annotation, list_as=typing.Sequence)):
+            if spelling in supported:
+                return supported[spelling]
+        return None
 
     def _normalize(annotation: Any, *, list_as: Any = typing.List) -> Any:  # noqa: UP006
         """Spell builtin generics the way every release's type table does.
@@ -329,19 +408,6 @@ else:
         if origin in (typing.Union, types.UnionType):
             generic = typing.Union
         return generic[args] if generic is not None else annotation
-
-    def _default_repr(name: str, value: Any, error: Callable[[str], Any]) -> str:
-        if value is None or isinstance(value, (int, float, bool)):
-            return str(value)
-        if isinstance(value, (str, torch.device)):
-            return f'"{value}"'
-        if isinstance(value, torch.dtype):
-            return _scalar_type_default(value)
-        error(
-            f"Parameter {name} has an unsupported default value type {type(value)}. "
-            "Please file an issue on GitHub so we can prioritize this."
-        )
-        raise AssertionError("unreachable")
 
     # c10::ScalarType's numbering, which every schema parser reads. Older parsers
     # (before 2.13) know only a few dtype names as defaults ("float", "long"), so
