@@ -65,6 +65,8 @@ CASES: list[tuple[str, Callable[..., Any], Any, str]] = [
     ("inplace", _f_returns_int, None, f"{IP} requires the return annotation to be torch.Tensor."),
     ("inplace", _f_no_return, None, "No return type annotation was provided. Please add one."),
     ("inplace", _f_no_param_annotation, ("x",), "Parameter x must have a type annotation."),
+    # a bad mutates_args string is reported only after the first parameter's own checks, as 2.13 does
+    ("inplace", _f_no_param_annotation, "all", "Parameter x must have a type annotation."),
     ("out", _o_positional, ("out",), f"{OUT} requires mutable arguments to be keyword-only."),
     ("out", _o_positional, "unknown", f"{OUT} requires mutable arguments to be keyword-only."),
     ("out", _o_optional, ("out",), f"{OUT} only supports mutable keyword-only Tensor arguments."),

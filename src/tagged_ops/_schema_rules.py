@@ -23,6 +23,7 @@ import collections.abc
 import inspect
 import types
 import typing
+from types import GenericAlias
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -221,15 +222,16 @@ else:
 
         def unstringify_type(ty: Any) -> Any:
             # Dig through a generic type and if it contains a stringified type
-            # convert that to a real type. tagged_ops: returns the type only, and
-            # rebuilds a Union with typing.Union (older tables list Optional[...]).
+            # convert that to a real type. tagged_ops: returns the type only; a Union
+            # stays as written, since upstream's GenericAlias of one matches no table
+            # entry (2.13 refuses ``Optional[list["int"]]``) and _normalize would match it.
             if isinstance(ty, str):
                 return convert_type_string(ty)
             elif origin := typing.get_origin(ty):
                 tys = typing.get_args(ty)
                 args = tuple(unstringify_type(t) for t in tys)
                 if any(a is not t for a, t in zip(args, tys, strict=True)):
-                    return typing.Union[args] if origin is typing.Union else typing.cast(Any, origin)[args]
+                    return ty if origin is typing.Union else GenericAlias(origin, args)
             return ty
 
         params: list[str] = []
