@@ -239,3 +239,18 @@ def test_keyword_only_tensor_that_is_not_an_out_buffer_is_fine(path: str, ns: st
 def test_bad_names_are_refused_before_anything_is_registered(path: str, name: str) -> None:
     with pytest.raises(ValueError, match=re.escape(repr(name))):
         tagged_ops.define_inplace(name, _f_two, mutates_args=("x",))
+
+
+def _f_string_inside_optional(x: Tensor, n: Any) -> Tensor: ...
+
+
+# Evaluated, not postponed: the Union itself holds the string (this module postpones annotations).
+_f_string_inside_optional.__annotations__["n"] = Optional[list["int"]]  # noqa: UP037
+
+
+def test_a_string_inside_optional_is_refused_as_on_2_13(path: str, ns: str) -> None:
+    # 2.13's infer_schema rebuilds such a Union as a GenericAlias that matches no type it
+    # accepts; the backport refuses it too rather than accept more than 2.13 does.
+    with pytest.raises(ValueError, match=r"^infer_schema\(func\): Parameter n has unsupported type "):
+        tagged_ops.define_inplace(f"{ns}::op", _f_string_inside_optional)
+    assert not hasattr(getattr(torch.ops, ns), "op")
