@@ -344,3 +344,59 @@ def test_transforms_pass_defaults_and_every_buffer(path: str, ns: str, direct: b
     torch.testing.assert_close(grad, 2 * x.sin() + 2 * x.cos())
     with pytest.raises(RuntimeError, match=re.escape(OUT_AUTOGRAD)):
         torch.func.grad(lambda x: sum(call(x, torch.zeros(3), torch.zeros(3))).sum())(torch.ones(3))
+
+
+# -- tensor subclasses that unwrap in __torch_dispatch__ (DTensor, Float8 tensors, TwoTensor) ----------
+# Their __torch_dispatch__ runs below the Autograd key and calls the op again on plain inner
+# tensors, which never require grad: a kernel's own refusal cannot see that the call is
+# differentiated. The handle asks before dispatching; a direct torch.ops call does not.
+
+SUBCLASS_GAP = (
+    "known gap: a direct torch.ops call on a tensor subclass that unwraps in __torch_dispatch__ reaches "
+    "tagged_ops' kernel with the inner tensors, which do not require grad, so it cannot refuse; the Autograd "
+    "key is a fallthrough (zero cost per call), where native 2.13 refuses out= in a Python autograd kernel"
+)
+
+
+def _two_tensor(requires_grad: bool = True) -> Tensor:
+    two_tensor = pytest.importorskip("torch.testing._internal.two_tensor")
+    return two_tensor.TwoTensor(torch.rand(3), torch.rand(3)).requires_grad_(requires_grad)  # type: ignore[no-any-return]
+
+
+def test_an_out_call_on_a_tensor_subclass_requiring_grad_is_refused_untouched(sin_out: tagged_ops.TaggedOp) -> None:
+    x, o = _two_tensor(), _two_tensor(requires_grad=False)
+    before = o.clone()
+    with pytest.raises(RuntimeError, match=re.escape(f"{sin_out.__name__}(): {OUT_AUTOGRAD}")):
+        sin_out(x, out=o)
+    assert torch.equal(o.a, before.a) and torch.equal(o.b, before.b)  # type: ignore[attr-defined]
+    with torch.no_grad():
+        sin_out(x, out=o)
+    torch.testing.assert_close((o.a, o.b), (x.a.sin(), x.b.sin()))  # type: ignore[attr-defined]
+
+
+def test_an_in_place_call_on_a_tensor_subclass_requiring_grad_poisons_the_result(sin_: tagged_ops.TaggedOp) -> None:
+    """The gradient would be 2 where the answer is 2 cos(2x): the backward must raise instead."""
+    base = _two_tensor()
+    y = base * 2
+    assert sin_(y) is y
+    with pytest.raises(RuntimeError, match=re.escape(f"{BACKWARD} {sin_.qualname}")):
+        y.sum().backward()
+    assert base.grad is None
+
+
+@pytest.mark.xfail(strict=True, reason=SUBCLASS_GAP)
+def test_a_direct_out_call_on_a_tensor_subclass_requiring_grad_is_refused(sin_out: tagged_ops.TaggedOp) -> None:
+    x, o = _two_tensor(), _two_tensor(requires_grad=False)
+    with pytest.raises(RuntimeError, match=re.escape(OUT_AUTOGRAD)):
+        _direct(sin_out)(x, out=o)
+
+
+@pytest.mark.xfail(strict=True, reason=SUBCLASS_GAP)
+def test_a_direct_in_place_call_on_a_tensor_subclass_requiring_grad_never_gives_a_wrong_gradient(
+    sin_: tagged_ops.TaggedOp,
+) -> None:
+    base = _two_tensor()
+    with pytest.raises(RuntimeError):
+        y = base * 2
+        _direct(sin_)(y)
+        y.sum().backward()
