@@ -374,6 +374,21 @@ def test_an_out_call_on_a_tensor_subclass_requiring_grad_is_refused_untouched(si
     torch.testing.assert_close((o.a, o.b), (x.a.sin(), x.b.sin()))  # type: ignore[attr-defined]
 
 
+@pytest.mark.skipif(not tagged_ops.NATIVE_TAGS, reason="native custom_op(tags=torch.Tag.out) needs torch 2.13+")
+def test_an_out_call_on_a_tensor_subclass_is_refused_as_native(sin_out: tagged_ops.TaggedOp, ns: str) -> None:
+    @torch.library.custom_op(f"{ns}_native::sin_out", mutates_args=("out",), tags=torch.Tag.out)  # type: ignore[attr-defined]
+    def native(x: Tensor, *, out: Tensor) -> Tensor:
+        torch.sin(x, out=out)
+        return out
+
+    messages = []
+    for op in (native, sin_out):
+        with pytest.raises(RuntimeError) as info:
+            op(_two_tensor(), out=_two_tensor(requires_grad=False))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
 def test_an_in_place_call_on_a_tensor_subclass_requiring_grad_poisons_the_result(sin_: tagged_ops.TaggedOp) -> None:
     """The gradient would be 2 where the answer is 2 cos(2x): the backward must raise instead."""
     base = _two_tensor()
