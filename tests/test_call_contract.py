@@ -106,6 +106,42 @@ def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -
     assert torch.allclose(o, x.detach().sin())
 
 
+OUT_REFUSED = (
+    "{}(): functions with out=... arguments don't support automatic differentiation, "
+    "but one of the arguments requires grad."
+)
+
+
+def test_out_refuses_autograd_before_saying_there_is_no_kernel(path: str, ns: str) -> None:
+    """Native refuses in its autograd kernel, which runs before the dispatcher looks for a
+    device kernel: an out= call under autograd gets that error even where no kernel exists."""
+    op = tagged_ops.declare_out(f"{ns}::scale.out", "(Tensor x, float k=2.0, *, Tensor(a!) out) -> Tensor(a!)")
+    o = torch.zeros(3)
+    with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED.format("scale"))):
+        op(torch.ones(3, requires_grad=True), out=o)
+    with pytest.raises(NotImplementedError, match=f"{ns}::scale"):  # not under autograd: no kernel
+        op(torch.ones(3), out=o)
+    assert torch.equal(o, torch.zeros(3)) and o._version == 0
+
+
+def test_out_refuses_an_optional_tensor_requiring_grad(path: str, ns: str) -> None:
+    @tagged_ops.define_out(f"{ns}::shift.out")
+    def shift(x: Tensor, bias: Optional[Tensor] = None, *, out: Tensor) -> Tensor:
+        out.copy_(x if bias is None else x + bias)
+        return out
+
+    o = torch.zeros(2)
+    for bias in (torch.ones(2, requires_grad=True), torch.nn.Parameter(torch.ones(2))):
+        with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED.format("shift"))):
+            shift(torch.ones(2), bias, out=o)
+        with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED.format("shift"))):
+            shift(torch.ones(2), out=o, bias=bias)
+    assert torch.equal(o, torch.zeros(2)) and o._version == 0
+    assert shift(torch.ones(2), out=o) is o and torch.equal(o, torch.ones(2))
+    assert shift(torch.ones(2), None, out=o) is o and torch.equal(o, torch.ones(2))
+    assert shift(torch.ones(2), torch.ones(2), out=o) is o and torch.equal(o, torch.full((2,), 2.0))
+
+
 def test_version_counters_are_bumped_also_through_numpy(path: str, ns: str) -> None:
     @tagged_ops.define_inplace(f"{ns}::np_neg_")
     def np_neg_(x: Tensor) -> Tensor:

@@ -69,6 +69,24 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
     return " or ".join(tests) or "False"
 
 
+def _plain_tensors_test(params: Sequence[Param]) -> str:
+    """Source of an expression: is every Tensor argument a plain ``torch.Tensor`` (or None)?
+
+    Such a call reaches the kernels with the tensors it was given: no subclass
+    unwraps them in ``__torch_dispatch__`` (the torch.func transforms have a kernel
+    of their own). Empty where a parameter can hold a list of Tensors.
+    """
+    tests = []
+    for p in params:
+        if p.is_plain_tensor:
+            tests.append(f"_tagged_ops_type({p.name}) is _tagged_ops_Tensor")
+        elif p.type_text == "Tensor?":
+            tests.append(f"({p.name} is None or _tagged_ops_type({p.name}) is _tagged_ops_Tensor)")
+        elif p.holds_tensors:
+            return ""
+    return " and ".join(tests)
+
+
 def _result(sig: OpSignature) -> str:
     names = [p.name for p in sig.mutated]
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
@@ -216,10 +234,11 @@ def make_handle_call(
     dispatcher's RuntimeError (:func:`argument_error`). Eager calls go straight to the C++ entry point
     (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
     ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Calls under
-    autograd of an op without an ``autograd_call`` (out=) raise ``grad_error``: the
-    kernel refuses them too, but under ``torch.func.grad`` / ``vjp`` it sees the
-    tensors functorch has unwrapped, which never require grad (native refuses in
-    its Autograd kernel, a Python frame per call that the handle saves).
+    autograd of an op without an ``autograd_call`` (out=) raise ``grad_error``. On
+    plain Tensors the kernel raises it (and torch.func's transform kernel under
+    ``grad`` / ``vjp``); a tensor subclass hands the kernel its inner tensors, which
+    never require grad, so there the handle asks first (native refuses in its
+    Autograd kernel, a Python frame per call that the handle saves).
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -265,7 +284,22 @@ def make_handle_call(
             f"    elif ({requires_grad}) and _tagged_ops_grad_enabled():\n        _tagged_ops_autograd_call({args})\n"
         )
     elif grad_error is not None:
-        autograd = (
+        plain = _plain_tensors_test(schema_order)
+        if plain:
+            # Only plain Tensors: the kernel refuses a call under autograd itself, before
+            # anything is written, so the handle need not ask too (two requires_grad reads
+            # are a twentieth of an eager call). It asks only once a call failed: with no
+            # kernel for the device, 2.13's autograd error comes first.
+            autograd = (
+                f"    elif {plain}:\n"
+                f"        try:\n"
+                f"            _tagged_ops_raw({args})\n"
+                f"        except Exception:\n"
+                f"            if ({requires_grad}) and _tagged_ops_grad_enabled():\n"
+                f"                raise _tagged_ops_grad_error() from None\n"
+                f"            raise\n"
+            )
+        autograd += (
             f"    elif ({requires_grad}) and _tagged_ops_grad_enabled():\n        raise _tagged_ops_grad_error()\n"
         )
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
