@@ -175,13 +175,20 @@ def test_function_transforms_through_an_out_op_raise(sin_out: tagged_ops.TaggedO
     torch.testing.assert_close(grad, torch.ones(3).sin())
 
 
-@pytest.mark.skipif(not tagged_ops.NATIVE_TAGS, reason="native custom_op(tags=torch.Tag.out) needs torch 2.13+")
-def test_function_transform_refusal_matches_native(sin_out: tagged_ops.TaggedOp, ns: str) -> None:
+def _native_sin_out(ns: str) -> Callable[..., Tensor]:
+    """Native 2.13 ``custom_op(tags=torch.Tag.out)`` twin of the ``sin_out`` fixture, to compare errors with."""
+
     @torch.library.custom_op(f"{ns}_native::sin_out", mutates_args=("out",), tags=torch.Tag.out)  # type: ignore[attr-defined]
     def native(x: Tensor, *, out: Tensor) -> Tensor:
         torch.sin(x, out=out)
         return out
 
+    return native
+
+
+@pytest.mark.skipif(not tagged_ops.NATIVE_TAGS, reason="native custom_op(tags=torch.Tag.out) needs torch 2.13+")
+def test_function_transform_refusal_matches_native(sin_out: tagged_ops.TaggedOp, ns: str) -> None:
+    native = _native_sin_out(ns)
     messages = []
     for op in (native, sin_out):
         with pytest.raises(RuntimeError) as info:
@@ -376,11 +383,7 @@ def test_an_out_call_on_a_tensor_subclass_requiring_grad_is_refused_untouched(si
 
 @pytest.mark.skipif(not tagged_ops.NATIVE_TAGS, reason="native custom_op(tags=torch.Tag.out) needs torch 2.13+")
 def test_an_out_call_on_a_tensor_subclass_is_refused_as_native(sin_out: tagged_ops.TaggedOp, ns: str) -> None:
-    @torch.library.custom_op(f"{ns}_native::sin_out", mutates_args=("out",), tags=torch.Tag.out)  # type: ignore[attr-defined]
-    def native(x: Tensor, *, out: Tensor) -> Tensor:
-        torch.sin(x, out=out)
-        return out
-
+    native = _native_sin_out(ns)
     messages = []
     for op in (native, sin_out):
         with pytest.raises(RuntimeError) as info:

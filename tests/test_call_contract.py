@@ -85,6 +85,12 @@ def test_out_kernel_must_return_its_buffers(path: str, ns: str, returned: str) -
         bad_out(torch.randn(2), a=torch.empty(2), b=torch.empty(2))
 
 
+OUT_REFUSED = (
+    "{}(): functions with out=... arguments don't support automatic differentiation, "
+    "but one of the arguments requires grad."
+)
+
+
 def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -> None:
     @tagged_ops.define_out(f"{ns}::sin_out")
     def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
@@ -95,9 +101,7 @@ def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -
     o = torch.zeros(3)
     with pytest.raises(
         RuntimeError,
-        match=re.escape(
-            "sin_out(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."
-        ),
+        match=re.escape(OUT_REFUSED.format("sin_out")),
     ):
         sin_out(x, out=o)
     assert torch.equal(o, torch.zeros(3)) and o._version == 0
@@ -106,22 +110,32 @@ def test_out_refuses_autograd_and_leaves_buffers_untouched(path: str, ns: str) -
     assert torch.allclose(o, x.detach().sin())
 
 
-OUT_REFUSED = (
-    "{}(): functions with out=... arguments don't support automatic differentiation, "
-    "but one of the arguments requires grad."
-)
-
-
 def test_out_refuses_autograd_before_saying_there_is_no_kernel(path: str, ns: str) -> None:
     """Native refuses in its autograd kernel, which runs before the dispatcher looks for a
     device kernel: an out= call under autograd gets that error even where no kernel exists."""
-    op = tagged_ops.declare_out(f"{ns}::scale.out", "(Tensor x, float k=2.0, *, Tensor(a!) out) -> Tensor(a!)")
-    o = torch.zeros(3)
-    with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED.format("scale"))):
-        op(torch.ones(3, requires_grad=True), out=o)
-    with pytest.raises(NotImplementedError, match=f"{ns}::scale"):  # not under autograd: no kernel
-        op(torch.ones(3), out=o)
-    assert torch.equal(o, torch.zeros(3)) and o._version == 0
+    ops = [tagged_ops.declare_out(f"{ns}::scale.out", "(Tensor x, float k=2.0, *, Tensor(a!) out) -> Tensor(a!)")]
+    if tagged_ops.NATIVE_TAGS:  # native, with a kernel for CUDA only: none for these CPU tensors
+
+        @torch.library.custom_op(
+            f"{ns}_native::scale.out",
+            mutates_args=("out",),
+            device_types="cuda",
+            tags=torch.Tag.out,  # type: ignore[attr-defined]
+        )
+        def native(x: Tensor, k: float = 2.0, *, out: Tensor) -> Tensor:
+            out.copy_(x * k)
+            return out
+
+        ops.append(native)
+    for op in ops:
+        o = torch.zeros(3)
+        with pytest.raises(RuntimeError, match=re.escape(OUT_REFUSED.format("scale"))):
+            op(torch.ones(3, requires_grad=True), out=o)
+        with pytest.raises(NotImplementedError, match="::scale"):  # not under autograd: no kernel
+            op(torch.ones(3), out=o)
+        assert torch.equal(o, torch.zeros(3))
+        # Nothing written; tagged_ops bumps no version either (native 2.13 bumps it before it finds no kernel).
+        assert op is not ops[0] or o._version == 0
 
 
 def test_out_refuses_an_optional_tensor_requiring_grad(path: str, ns: str) -> None:
