@@ -123,9 +123,6 @@ NATIVE_TAGS: bool = _probe_native_tags()
 #: writes keyword-only out buffers (``torch.Tag.out``).
 Kind = Literal["inplace", "out"]
 
-#: Each kind's tag as torch's messages spell it.
-TAG_NAMES: Mapping[Kind, str] = {"inplace": "torch.Tag.inplace", "out": "torch.Tag.out"}
-
 
 def tag_for(kind: Kind) -> Any:
     """``torch.Tag.inplace`` or ``torch.Tag.out`` (only where :data:`NATIVE_TAGS`)."""
