@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from typing import Any, Callable, Literal, Mapping, NamedTuple
 
 import torch
@@ -588,6 +589,61 @@ def compiler_lowers_mutated_views() -> bool:
     """
     config = importlib.import_module("torch._inductor.config")
     return bool(getattr(config, "enable_auto_functionalized_v2", False))
+
+
+# -- Inductor: a mutating op's kernel after the reads of what it writes (no release) ---------
+# Breakpoint: none upstream (found by tagged_ops; 2.4.1, 2.13.0 and 2.15.0 measured). Inductor
+# computes a pending read of a buffer (``t = b * 2``, not yet stored) only when it registers the
+# buffer's mutation, which comes after the kernel of a mutating custom op: ``t = b * 2; op(t,
+# out=b); return t * 1`` then computes ``t`` from the written ``b``. Native custom_op too. And
+# 2.13 reuses the memory of a tagged op's out buffer while the tensor the op returned, that
+# very buffer, is still to be read (``t = b * 2; op(a, out=b); return t``: b gets 2b).
+
+_READS_FIRST: set[Any] = set()
+
+
+def compute_reads_before_writes(op: torch._ops.OpOverload) -> None:
+    """Make Inductor compute every pending read of a buffer ``op`` writes before ``op``'s kernel.
+
+    Installed on first use by the op's fake kernel, once Inductor is loaded (it is
+    by the time AOTAutograd traces for it), so eager calls and import never pay.
+    Inductor's own lowering of the op runs after that step, made as Inductor makes it.
+    """
+    lowering = sys.modules.get("torch._inductor.lowering")
+    if op in _READS_FIRST or lowering is None:
+        return
+    lowerings = getattr(lowering, "lowerings", None)
+    virtualized = sys.modules.get("torch._inductor.virtualized")
+    if not isinstance(lowerings, dict) or op in lowerings or not hasattr(virtualized, "V"):
+        return  # Inductor lowers it some other way here: leave it alone
+    schema = op._schema
+    written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write]
+    returns_written = any(r.alias_info is not None for r in schema.returns)
+    own: list[Callable[..., Any]] = []  # Inductor's lowering of the op, once it made one
+
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        graph = virtualized.V.graph  # type: ignore[union-attr]
+        for index, name in written:
+            value: Any = kwargs[name] if name in kwargs else args[index] if index < len(args) else None
+            try:
+                buffer = value.get_name()
+            except (AttributeError, NotImplementedError):  # not stored yet, so nothing reads it yet
+                continue
+            graph.mark_buffer_mutated(buffer)  # computes the pending reads of ``buffer`` now
+            if returns_written and hasattr(graph, "never_reuse_buffers"):
+                graph.never_reuse_buffers.add(buffer)  # the op returns this buffer: not free after the call
+        if own:
+            return own[0](*args, **kwargs)
+        del lowerings[op]  # Inductor makes its lowering of an op it has none for, as for any op
+        try:
+            return graph.call_function(op, args, kwargs)
+        finally:
+            if op in lowerings:
+                own.append(lowerings[op])
+            lowerings[op] = lower
+
+    lowerings[op] = lower
+    _READS_FIRST.add(op)
 
 
 def _probe_defaults_survive_functionalization() -> bool:

@@ -314,6 +314,8 @@ class Registration:
         )
 
     def _fake_dispatch(self, *args: Any, **kwargs: Any) -> Any:
+        # Fake kernels run only while compiling or exporting: the place to prepare Inductor.
+        caps.compute_reads_before_writes(self.op)
         return self._fake(*args, **kwargs)
 
     def _identity_error(self, fn: Callable[..., Any]) -> Callable[[], Exception]:
