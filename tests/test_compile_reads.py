@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
+from tagged_ops import _capabilities as caps
 
 from ._subprocess import env_for_path
 from ._views import assert_compiled_matches_eager
@@ -139,6 +140,10 @@ def _direct(op: tagged_ops.TaggedOp) -> Callable[..., Any]:
 
 def test_direct_torch_ops_calls_too(path: str, ns: str) -> None:
     """``torch.ops.<ns>.<op>.default`` called in compiled code, not the handle (as bitsandbytes calls)."""
+    if not caps.compiler_lowers_mutable_ops():
+        pytest.xfail(
+            f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
+        )
     _check(_patterns(*map(_direct, _ops(ns))))
 
 
