@@ -147,6 +147,33 @@ def test_direct_torch_ops_calls_too(path: str, ns: str) -> None:
     _check(_patterns(*map(_direct, _ops(ns))))
 
 
+def test_what_an_op_returned_is_read_before_its_argument_is_written_again(path: str, ns: str) -> None:
+    """A direct call's result is its argument: Inductor orders reads of it before later writes.
+
+    The in-place op returns ``x2``; ``x2[2:6].mul_(2)`` is written back into the input
+    at the end of the graph. Inductor took the returned tensor for a new buffer and
+    wrote ``x2`` before computing ``t * 1`` from it (``t`` doubled twice, 2.13.0 native,
+    found by tests/test_compile_fuzz.py; raw native ``custom_op`` too). The second
+    call makes Inductor reuse the buffer that held the first call's input.
+    """
+    if not caps.compiler_lowers_mutable_ops():
+        pytest.xfail(
+            f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
+        )
+    _, sincos, axpy_, _ = map(_direct, _ops(ns))
+
+    def fn(x0: Tensor, x1: Tensor, x2: Tensor, y0: Tensor, y1: Tensor, y2: Tensor) -> Tensor:
+        axpy_(x2, x1)
+        t = x2[2:6]
+        t.mul_(2)
+        sincos(x2, s=x0, c=x1)
+        u = y1 * 0.5 + y1
+        sincos(u, s=y2, c=y0)
+        return t * 1
+
+    assert_compiled_matches_eager(fn, lambda: tuple(torch.randn(8) for _ in range(6)))
+
+
 _FIRST_COMPILE = """
 import torch, tagged_ops
 

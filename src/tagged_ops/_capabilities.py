@@ -597,7 +597,10 @@ def compiler_lowers_mutated_views() -> bool:
 # buffer's mutation, which comes after the kernel of a mutating custom op: ``t = b * 2; op(t,
 # out=b); return t * 1`` then computes ``t`` from the written ``b``. Native custom_op too. And
 # 2.13 reuses the memory of a tagged op's out buffer while the tensor the op returned, that
-# very buffer, is still to be read (``t = b * 2; op(a, out=b); return t``: b gets 2b).
+# very buffer, is still to be read (``t = b * 2; op(a, out=b); return t``: b gets 2b). And
+# Inductor's FallbackKernel says a mutating op's outputs alias none of its inputs (true until
+# 2.13 let a custom op return what it mutates; still so in 2.15): a later write of the argument
+# is not ordered after reads of what the op returned (tests/test_compile_reads.py, 2.13.0).
 
 _READS_FIRST: set[Any] = set()
 
@@ -607,7 +610,8 @@ def compute_reads_before_writes(op: torch._ops.OpOverload) -> None:
 
     Installed on first use by the op's fake kernel, once Inductor is loaded (it is
     by the time AOTAutograd traces for it), so eager calls and import never pay.
-    Inductor's own lowering of the op runs after that step, made as Inductor makes it.
+    Inductor's own lowering of the op runs after that step, made as Inductor makes it;
+    what the op returns is then the argument it wrote, whose writes Inductor orders.
     """
     lowering = sys.modules.get("torch._inductor.lowering")
     if op in _READS_FIRST or lowering is None:
@@ -618,32 +622,59 @@ def compute_reads_before_writes(op: torch._ops.OpOverload) -> None:
         return  # Inductor lowers it some other way here: leave it alone
     schema = op._schema
     written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write]
-    returns_written = any(r.alias_info is not None for r in schema.returns)
+    # For each return, the written argument it is (``Tensor(a!) x -> Tensor(a!)``), if any.
+    alias_of = {
+        frozenset(a.alias_info.before_set): (i, a.name)
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info and a.alias_info.is_write
+    }
+    returned = [alias_of.get(frozenset(r.alias_info.before_set)) if r.alias_info else None for r in schema.returns]
     own: list[Callable[..., Any]] = []  # Inductor's lowering of the op, once it made one
+
+    def argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+        return kwargs[name] if name in kwargs else args[index] if index < len(args) else None
 
     def lower(*args: Any, **kwargs: Any) -> Any:
         graph = virtualized.V.graph  # type: ignore[union-attr]
         for index, name in written:
-            value: Any = kwargs[name] if name in kwargs else args[index] if index < len(args) else None
+            value = argument(args, kwargs, index, name)
             try:
                 buffer = value.get_name()
             except (AttributeError, NotImplementedError):  # not stored yet, so nothing reads it yet
                 continue
             graph.mark_buffer_mutated(buffer)  # computes the pending reads of ``buffer`` now
-            if returns_written and hasattr(graph, "never_reuse_buffers"):
+            if any(returned) and hasattr(graph, "never_reuse_buffers"):
                 graph.never_reuse_buffers.add(buffer)  # the op returns this buffer: not free after the call
         if own:
-            return own[0](*args, **kwargs)
-        del lowerings[op]  # Inductor makes its lowering of an op it has none for, as for any op
-        try:
-            return graph.call_function(op, args, kwargs)
-        finally:
-            if op in lowerings:
-                own.append(lowerings[op])
-            lowerings[op] = lower
+            result = own[0](*args, **kwargs)
+        else:
+            del lowerings[op]  # Inductor makes its lowering of an op it has none for, as for any op
+            try:
+                result = graph.call_function(op, args, kwargs)
+            finally:
+                if op in lowerings:
+                    own.append(lowerings[op])
+                lowerings[op] = lower
+        return _returned_arguments(result, [None if r is None else argument(args, kwargs, *r) for r in returned])
 
     lowerings[op] = lower
     _READS_FIRST.add(op)
+
+
+def _returned_arguments(result: Any, arguments: list[Any]) -> Any:
+    """``result`` with each returned alias of a written argument replaced by that argument.
+
+    Inductor takes the tensor a mutating op returns for a new buffer, so it does not
+    order reads of it against later writes of the argument it is: ``y = op_(x); z = y[2:6]
+    * 2; x.copy_(...)`` may write ``x`` before computing ``z`` from ``y``. Reading the
+    argument itself, whose writes Inductor tracks, keeps that order (the fallback's
+    calls, which return nothing, read it so already).
+    """
+    if len(arguments) == 1:
+        return result if arguments[0] is None else arguments[0]
+    if not isinstance(result, (list, tuple)) or len(result) != len(arguments):
+        return result
+    return type(result)(r if a is None else a for r, a in zip(result, arguments, strict=True))
 
 
 def _probe_defaults_survive_functionalization() -> bool:
