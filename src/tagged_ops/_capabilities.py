@@ -621,13 +621,14 @@ def compute_reads_before_writes(op: torch._ops.OpOverload) -> None:
     if not isinstance(lowerings, dict) or op in lowerings or not hasattr(virtualized, "V"):
         return  # Inductor lowers it some other way here: leave it alone
     schema = op._schema
-    written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info and a.alias_info.is_write]
-    # For each return, the written argument it is (``Tensor(a!) x -> Tensor(a!)``), if any.
+    # The written arguments by alias set, and for each return the one it is (``Tensor(a!) x ->
+    # Tensor(a!)``), if any.
     alias_of = {
-        frozenset(a.alias_info.before_set): (i, a.name)
+        frozenset(info.before_set): (i, a.name)
         for i, a in enumerate(schema.arguments)
-        if a.alias_info and a.alias_info.is_write
+        if (info := a.alias_info) is not None and info.is_write
     }
+    written = list(alias_of.values())
     returned = [alias_of.get(frozenset(r.alias_info.before_set)) if r.alias_info else None for r in schema.returns]
     own: list[Callable[..., Any]] = []  # Inductor's lowering of the op, once it made one
 
@@ -670,10 +671,11 @@ def _returned_arguments(result: Any, arguments: list[Any]) -> Any:
     argument itself, whose writes Inductor tracks, keeps that order (the fallback's
     calls, which return nothing, read it so already).
     """
-    if len(arguments) == 1:
-        return result if arguments[0] is None else arguments[0]
-    if not isinstance(result, (list, tuple)) or len(result) != len(arguments):
+    if all(a is None for a in arguments):
         return result
+    if len(arguments) == 1:
+        return arguments[0]
+    # strict: a result of another shape fails the compile rather than keeping Inductor's aliases
     return type(result)(r if a is None else a for r, a in zip(result, arguments, strict=True))
 
 
