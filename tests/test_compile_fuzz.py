@@ -13,18 +13,24 @@ used after it, or a view read after a write, is compared with eager's.
 Programs come from fixed seeds (the same programs on every run and release);
 several are compiled as one graph, since compiling dominates the cost. A
 difference names the program and prints its source. The suite runs two batches
-(about half a minute each per path); ``TAGGED_OPS_FUZZ_SEEDS=0-99`` runs more. Batch 1
+(about half a minute each per path); ``TAGGED_OPS_FUZZ_SEEDS=0-99`` runs more.
+``TAGGED_OPS_FUZZ_FLAVORS`` runs the same programs over other ways to define and
+compile the ops (see ``FLAVORS``; the suite runs ``defined``). Batch 1
 found the miscompile of tests/test_compile_reads.py's
 ``test_what_an_op_returned_is_read_before_its_argument_is_written_again``. After its
 fix, batches 0-29 passed on 2.13.0 native, 3-15 with the fallback forced, 0-9 on 2.4.1,
 0-2 on 2.15.0 and 2.2.2 (most of them before direct out= calls were kept to contiguous
-buffers, which changes only the programs that had such a call).
+buffers, which changes only the programs that had such a call); later 2-21 on 2.15.0
+(both paths), and the other flavors' batches 0-5 on 2.13.0, 2.15.0 (both paths) and
+2.4.1: no difference; ``dynamic`` batch 4 has a program Inductor refuses loudly on
+2.13.0 and 2.15.0 (reported as an expected failure, see ``_one_program_at_a_time``).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -46,6 +52,12 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 # Seeds of the batches (one compile each), and the shape of their programs.
 BATCH_SEEDS = _seeds(os.environ.get("TAGGED_OPS_FUZZ_SEEDS", "0,1"))
+# How the programs' ops are defined and compiled: "defined" (define_* with a kernel),
+# "declared" (declare_* from a schema, classic kernels registered per device later),
+# "functional" (compile_functional=True: compiled calls write fresh tensors and copy
+# them in), "dynamic" (defined ops, torch.compile(dynamic=True)).
+FLAVORS = ("defined", "declared", "functional", "dynamic")
+RUN_FLAVORS = tuple(os.environ.get("TAGGED_OPS_FUZZ_FLAVORS", "defined").split(","))
 PROGRAMS_PER_BATCH = 8
 INPUTS_PER_PROGRAM = 3
 SIZE = 8
@@ -182,29 +194,8 @@ def _batch(seed: int, direct_calls: bool) -> tuple[str, list[tuple[str, int]]]:
     return src, programs
 
 
-def _ops(ns: str) -> dict[str, Callable[..., Any]]:
-    @tagged_ops.define_out(f"{ns}::sin_out")
-    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
-        out.copy_(torch.sin(x))
-        return out
-
-    @tagged_ops.define_out(f"{ns}::sincos")
-    def sincos(x: Tensor, *, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
-        s.copy_(torch.sin(x))
-        c.copy_(torch.cos(x))
-        return s, c
-
-    @tagged_ops.define_inplace(f"{ns}::axpy_")
-    def axpy_(x: Tensor, y: Tensor) -> Tensor:
-        x.copy_(x * 0.5 + y)
-        return x
-
-    @tagged_ops.define_inplace(f"{ns}::sin_")
-    def sin_(x: Tensor) -> Tensor:
-        x.sin_()
-        return x
-
-    handles = {"sin_out": sin_out, "sincos": sincos, "axpy_": axpy_, "sin_": sin_}
+def _ops(ns: str, flavor: str) -> dict[str, Callable[..., Any]]:
+    handles = _declared_ops(ns) if flavor == "declared" else _defined_ops(ns, functional=flavor == "functional")
     namespace: dict[str, Callable[..., Any]] = dict(handles)
     for name, op in handles.items():
         overload = op.opoverload
@@ -215,15 +206,78 @@ def _ops(ns: str) -> dict[str, Callable[..., Any]]:
     return namespace
 
 
-@pytest.mark.parametrize("seed", BATCH_SEEDS)
-def test_random_programs_compile_as_they_run(path: str, ns: str, seed: int) -> None:
-    namespace: dict[str, Any] = {"torch": torch, **_ops(ns)}
-    src, programs = _batch(seed, direct_calls=caps.compiler_lowers_mutable_ops())
-    exec(compile(src, f"<fuzz batch {seed}>", "exec"), namespace)
-    batch = namespace["batch"]
+def _defined_ops(ns: str, *, functional: bool) -> dict[str, tagged_ops.TaggedOp]:
+    @tagged_ops.define_out(f"{ns}::sin_out", compile_functional=functional)
+    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+        out.copy_(torch.sin(x))
+        return out
 
+    @tagged_ops.define_out(f"{ns}::sincos", compile_functional=functional)
+    def sincos(x: Tensor, *, s: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        s.copy_(torch.sin(x))
+        c.copy_(torch.cos(x))
+        return s, c
+
+    @tagged_ops.define_inplace(f"{ns}::axpy_", compile_functional=functional)
+    def axpy_(x: Tensor, y: Tensor) -> Tensor:
+        x.copy_(x * 0.5 + y)
+        return x
+
+    @tagged_ops.define_inplace(f"{ns}::sin_", compile_functional=functional)
+    def sin_(x: Tensor) -> Tensor:
+        x.sin_()
+        return x
+
+    return {"sin_out": sin_out, "sincos": sincos, "axpy_": axpy_, "sin_": sin_}
+
+
+def _declared_ops(ns: str) -> dict[str, tagged_ops.TaggedOp]:
+    """The same ops declared from schemas, their kernels written as for untagged ops (return None)."""
+    declare_out, declare_inplace = tagged_ops.declare_out, tagged_ops.declare_inplace
+    sin_out = declare_out(f"{ns}::sin_out", "(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", classic_kernels=True)
+    sincos = declare_out(
+        f"{ns}::sincos", "(Tensor x, *, Tensor(a!) s, Tensor(b!) c) -> (Tensor(a!), Tensor(b!))", classic_kernels=True
+    )
+    axpy_ = declare_inplace(f"{ns}::axpy_", "(Tensor(a!) x, Tensor y) -> Tensor(a!)", classic_kernels=True)
+    sin_ = declare_inplace(f"{ns}::sin_", "(Tensor(a!) x) -> Tensor(a!)", classic_kernels=True)
+
+    # By name, as a backend module registers, where torch.library can (2.4+).
+    by_name = getattr(torch.library, "register_kernel", None)
+
+    @(by_name(f"{ns}::sin_out", "cpu") if by_name else sin_out.register_kernel("cpu"))
+    def _(x: Tensor, out: Tensor) -> None:
+        out.copy_(torch.sin(x))
+
+    @sincos.register_kernel("cpu")
+    def _(x: Tensor, *, s: Tensor, c: Tensor) -> None:
+        s.copy_(torch.sin(x))
+        c.copy_(torch.cos(x))
+
+    @axpy_.register_kernel("cpu")
+    def _(x: Tensor, y: Tensor) -> None:
+        x.copy_(x * 0.5 + y)
+
+    @sin_.register_kernel(None)
+    def _(x: Tensor) -> None:
+        x.sin_()
+
+    return {"sin_out": sin_out, "sincos": sincos, "axpy_": axpy_, "sin_": sin_}
+
+
+@pytest.mark.parametrize("seed", BATCH_SEEDS)
+@pytest.mark.parametrize("flavor", RUN_FLAVORS)
+def test_random_programs_compile_as_they_run(path: str, ns: str, flavor: str, seed: int) -> None:
+    if flavor not in FLAVORS:
+        raise ValueError(f"TAGGED_OPS_FUZZ_FLAVORS: unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
+    namespace: dict[str, Any] = {"torch": torch, **_ops(ns, flavor)}
+    src, programs = _batch(seed, direct_calls=caps.compiler_lowers_mutable_ops())
     gen = torch.Generator().manual_seed(seed)
     eager_args = [torch.randn(SIZE, generator=gen) for _ in range(PROGRAMS_PER_BATCH * INPUTS_PER_PROGRAM)]
+    if flavor == "dynamic":
+        _one_program_at_a_time(namespace, programs, eager_args, f"{flavor} batch {seed}")
+        return
+    exec(compile(src, f"<fuzz batch {seed}>", "exec"), namespace)
+    batch = namespace["batch"]
     compiled_args = [t.clone() for t in eager_args]
     expected = batch(*eager_args)
     torch._dynamo.reset()
@@ -232,9 +286,54 @@ def test_random_programs_compile_as_they_run(path: str, ns: str, seed: int) -> N
     start = 0
     for i, (program, count) in enumerate(programs):
         inputs = slice(i * INPUTS_PER_PROGRAM, (i + 1) * INPUTS_PER_PROGRAM)
-        try:
-            torch.testing.assert_close(got[start : start + count], expected[start : start + count])
-            torch.testing.assert_close(compiled_args[inputs], eager_args[inputs])
-        except AssertionError as e:
-            raise AssertionError(f"batch {seed}, program {i} compiled differs from eager:\n{program}\n{e}") from None
+        _assert_as_eager(
+            f"{flavor} batch {seed}, program {i}",
+            program,
+            (got[start : start + count], compiled_args[inputs]),
+            (expected[start : start + count], eager_args[inputs]),
+        )
         start += count
+
+
+def _assert_as_eager(label: str, program: str, got: Any, expected: Any) -> None:
+    try:
+        torch.testing.assert_close(got, expected)
+    except AssertionError as e:
+        raise AssertionError(f"{label} compiled differs from eager:\n{program}\n{e}") from None
+
+
+def _one_program_at_a_time(
+    namespace: dict[str, Any], programs: list[tuple[str, int]], eager_args: list[Tensor], label: str
+) -> None:
+    """Each program compiled on its own with dynamic shapes: one that Inductor refuses loudly loses no other.
+
+    Inductor's decomposition of ``auto_functionalized_v2`` fails on some calls that
+    mutate a slice whose bounds are symbolic ("graph node count mismatch", in
+    ``replace_by_example``; a raw ``torch.library.custom_op`` too, measured on 2.13.0
+    and 2.15.0). That is loud and torch's: such programs are reported, the rest compared.
+    """
+    refused = []
+    for i, (program, _) in enumerate(programs):
+        params = ", ".join(f"p{i}_x{j}" for j in range(INPUTS_PER_PROGRAM))
+        source = f"def program({params}):\n" + "".join(f"    {line}\n" for line in program.splitlines())
+        exec(compile(source, f"<fuzz {label}, program {i}>", "exec"), namespace)
+        run = namespace["program"]
+        eager = eager_args[i * INPUTS_PER_PROGRAM : (i + 1) * INPUTS_PER_PROGRAM]
+        compiled = [t.clone() for t in eager]
+        expected = run(*eager)
+        torch._dynamo.reset()
+        try:
+            got = torch.compile(run, fullgraph=True, dynamic=True)(*compiled)
+        except Exception as e:
+            frames = {frame.name for frame in traceback.extract_tb(e.__traceback__)}
+            if type(e).__name__ != "InductorError" or "replace_by_example" not in frames:
+                raise
+            refused.append(i)
+            continue
+        _assert_as_eager(f"{label}, program {i}", program, (got, compiled), (expected, eager))
+    if refused:
+        compared = [i for i in range(len(programs)) if i not in refused]
+        pytest.xfail(
+            f"{label}: programs {compared} compiled as they ran; Inductor refused programs {refused} "
+            "loudly (auto_functionalized_v2 with a symbolic slice; torch's, raw custom ops too)"
+        )
