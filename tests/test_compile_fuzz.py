@@ -55,8 +55,9 @@ BATCH_SEEDS = _seeds(os.environ.get("TAGGED_OPS_FUZZ_SEEDS", "0,1"))
 # How the programs' ops are defined and compiled: "defined" (define_* with a kernel),
 # "declared" (declare_* from a schema, classic kernels registered per device later),
 # "functional" (compile_functional=True: compiled calls write fresh tensors and copy
-# them in), "dynamic" (defined ops, torch.compile(dynamic=True)).
-FLAVORS = ("defined", "declared", "functional", "dynamic")
+# them in), "dynamic" (defined ops, torch.compile(dynamic=True)), "exported" (defined ops,
+# torch.export then run_decompositions() instead of torch.compile).
+FLAVORS = ("defined", "declared", "functional", "dynamic", "exported")
 RUN_FLAVORS = tuple(os.environ.get("TAGGED_OPS_FUZZ_FLAVORS", "defined").split(","))
 PROGRAMS_PER_BATCH = 8
 INPUTS_PER_PROGRAM = 3
@@ -281,7 +282,16 @@ def test_random_programs_compile_as_they_run(path: str, ns: str, flavor: str, se
     compiled_args = [t.clone() for t in eager_args]
     expected = batch(*eager_args)
     torch._dynamo.reset()
-    got = torch.compile(batch, fullgraph=True)(*compiled_args)
+    if flavor == "exported":
+
+        class Batch(torch.nn.Module):
+            def forward(self, *args: Tensor) -> Any:
+                return batch(*args)
+
+        exported = torch.export.export(Batch(), tuple(t.clone() for t in compiled_args), strict=False)
+        got = exported.run_decompositions().module()(*compiled_args)
+    else:
+        got = torch.compile(batch, fullgraph=True)(*compiled_args)
 
     start = 0
     for i, (program, count) in enumerate(programs):

@@ -679,6 +679,46 @@ def _returned_arguments(result: Any, arguments: list[Any]) -> Any:
     return type(result)(r if a is None else a for r, a in zip(result, arguments, strict=True))
 
 
+# -- auto_functionalized_v2 of a tagged op (2.13; no release fixed) ----------------------
+# Breakpoint: none upstream (found by tagged_ops; 2.13.0 and 2.15.0 measured). Functionalization
+# hands back what a tagged op returns as a new tensor, not as the argument it is: a later
+# write through it (``torch.ops.ns.op_(torch.ops.ns.op_(x))``, ``op(a, out=o).mul_(2)``) is
+# lost on that argument, under torch.compile and in ``run_decompositions()`` of an export
+# (raw ``custom_op(tags=...)`` too; export records such a write for every call through the
+# handle). ``_native.py`` therefore functionalizes the tagged op as its untagged twin.
+
+
+def is_functional_base(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a tensor under functionalization and no view of another."""
+    return torch._is_functional_tensor(t) and bool(torch._is_functional_tensor_base(t))
+
+
+@functools.cache
+def _generic_auto_functionalize() -> Callable[..., Any] | None:
+    module = _auto_functionalize_module()
+    helper = getattr(module, "_do_auto_functionalize_v2_for_generic_mutable_operator", None)
+    functional_tensor = importlib.import_module("torch._subclasses.functional_tensor")
+    cpp_api = getattr(functional_tensor, "CppFunctionalizeAPI", None)
+    if helper is None or cpp_api is None:
+        return None
+    return lambda op, values: helper(cpp_api(), op, op._schema, values)
+
+
+def auto_functionalize(op: torch._ops.OpOverload, values: dict[str, Any]) -> bool:
+    """Record a call of the untagged mutating ``op`` as functionalization records it: ``auto_functionalized_v2``.
+
+    For a kernel at the Functionalize key; ``values`` has every argument of ``op`` by
+    name. Inductor writes its mutated arguments in place, as for any untagged op.
+    False, recording nothing, where this torch has no such step (callers then record
+    the functional twin).
+    """
+    record = _generic_auto_functionalize()
+    if record is None:
+        return False
+    record(op, values)
+    return True
+
+
 def _probe_defaults_survive_functionalization() -> bool:
     # Breakpoint: torch 2.3 (upstream PR not identified).
     # 2.2's auto_functionalized(op, mutated_args_names, kwargs) rebuilds the

@@ -31,7 +31,7 @@ from . import _capabilities as caps
 from ._anchor import anchor, release_unless_same
 from ._signature import OpSignature, Param, helper_name, join_params
 
-__all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin"]
+__all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin", "make_functionalize_kernel"]
 
 FUNCTIONAL_SUFFIX = "__functional"
 
@@ -100,3 +100,39 @@ class FunctionalTwin:
             caps.destroy_library(self._lib)
             self._lib = None
             self.op = None
+
+
+def make_functionalize_kernel(
+    sig: OpSignature,
+    op: torch._ops.OpOverload,
+    untagged_op: torch._ops.OpOverload,
+    untagged_order: tuple[Param, ...],
+    functional: FunctionalTwin,
+) -> Callable[..., Any]:
+    """The tagged ``op``'s kernel at the Functionalize key (native path): functionalized as ``untagged_op``.
+
+    Functionalization (torch.compile's AOTAutograd, ``run_decompositions()`` of an export)
+    hands back what a tagged op returns as a new tensor, not as the argument it is, so a
+    write through it was lost (see ``caps.auto_functionalize``). This kernel records the
+    call as its untagged twin's (``auto_functionalized_v2``, which Inductor writes in
+    place), or, where an argument it writes is a view, as the functional twin plus
+    ``copy_`` (the kernel cannot name the view's base, and Inductor miscompiles a view
+    recorded as its own base), and returns the very arguments it wrote.
+    """
+    positional = [p.name for p in sig.params if not p.keyword_only]
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+    names = [a.name for a in untagged_op._schema.arguments]
+    written = [p.name for p in untagged_order if p.mutated]  # the functional twin's results, in order
+    returned = [p.name for p in sig.mutated]  # what the tagged op returns, in order
+
+    def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
+        by_name = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        values = {n: by_name[n] for n in names}
+        bases = all(caps.is_functional_base(by_name[n]) for n in written)
+        if not (bases and caps.auto_functionalize(untagged_op, values)):
+            results = functional.op(**values)
+            for name, result in zip(written, (results,) if len(written) == 1 else results, strict=True):
+                by_name[name].copy_(result)
+        return by_name[returned[0]] if len(returned) == 1 else tuple(by_name[n] for n in returned)
+
+    return functionalize_kernel

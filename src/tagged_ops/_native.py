@@ -13,7 +13,10 @@ graph input copies the whole buffer back onto itself, and an out= op into a
 graph-input buffer writes a fresh buffer and copies it over. It writes the
 untagged op's buffers in place. For a KV cache updated every step that is a
 full extra read and write of the cache per call (measured in
-``benchmarks/compiled_buffers.py``).
+``benchmarks/compiled_buffers.py``). Where the tagged op itself is functionalized
+(a direct ``torch.ops`` call under torch.compile, ``run_decompositions()`` of an
+export), its kernel at the Functionalize key records the untagged twin too
+(``_functional.make_functionalize_kernel``).
 """
 
 from __future__ import annotations

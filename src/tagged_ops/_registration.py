@@ -36,7 +36,7 @@ from . import _by_name
 from . import _capabilities as caps
 from ._anchor import anchor, release_unless_same
 from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
-from ._functional import FunctionalTwin
+from ._functional import FunctionalTwin, make_functionalize_kernel
 from ._signature import OpSignature, Param
 from ._switches import compile_functional_forced
 from ._transforms import TRANSFORM_KEY, make_transform_kernel
@@ -145,6 +145,8 @@ class Registration:
                 if sig.kind == "inplace":
                     self._register_vmap_loop()
             self._register_transform_kernel()  # on the untagged twin too: compiled code calls it
+            if untagged_twin is not None:
+                self._register_functionalization()
             if opname == sig.name:
                 self.call, self.bind = self._plan_calls()
         except Exception:
@@ -202,6 +204,13 @@ class Registration:
             grad_error=self._direct_grad_error,
         )
         self._replace_kernel(TRANSFORM_KEY, kernel)
+
+    def _register_functionalization(self) -> None:
+        """The tagged op functionalized as its untagged twin (see ``make_functionalize_kernel``)."""
+        twin = self.untagged_twin
+        assert twin is not None and twin.functional is not None
+        kernel = make_functionalize_kernel(self.sig, self.op, twin.op, twin.schema_order, twin.functional)
+        self._replace_kernel("Functionalize", kernel)
 
     VMAP_KEY = "FuncTorchBatched"
 
