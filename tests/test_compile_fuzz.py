@@ -309,7 +309,7 @@ def _assert_as_eager(label: str, program: str, got: Any, expected: Any) -> None:
     try:
         torch.testing.assert_close(got, expected)
     except AssertionError as e:
-        raise AssertionError(f"{label} compiled differs from eager:\n{program}\n{e}") from None
+        raise AssertionError(f"{label} differs from eager:\n{program}\n{e}") from None
 
 
 def _one_program_at_a_time(
