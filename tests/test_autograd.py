@@ -270,6 +270,29 @@ def test_a_direct_in_place_call_under_grad_raises(sin_: tagged_ops.TaggedOp) -> 
     torch.testing.assert_close((grad, y), (torch.ones(3).sin(), torch.ones(3).sin()))
 
 
+DIRECT_UNDER_GRAD = "called through torch.ops with grad mode on and an argument that requires grad"
+
+
+def test_a_compiled_direct_in_place_call_under_autograd_raises_as_in_eager(sin_: tagged_ops.TaggedOp) -> None:
+    """Compiled, it ran and gave gradient 2 where the answer is cos(x) + 1 (or lost the term): silent."""
+
+    def f(x: Tensor) -> Tensor:
+        y = x * 1
+        _direct(sin_)(y)
+        return y * 1 + x
+
+    for run in (f, torch.compile(f, fullgraph=True)):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=re.escape(DIRECT_UNDER_GRAD)):
+            run(torch.ones(3, requires_grad=True))
+    # The handle's own call under autograd stays allowed (a backward through it raises), and
+    # without grad the direct call compiles as in eager.
+    x = torch.ones(3, requires_grad=True)
+    torch.compile(lambda x: sin_(x * 1) * 1)(x)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), f(x))
+
+
 @pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
 def test_forward_mode_transforms_through_an_in_place_op_raise(sin_: tagged_ops.TaggedOp, direct: bool) -> None:
     op = _direct(sin_) if direct else sin_

@@ -397,6 +397,7 @@ def make_kernel_adapter(
     returns: bool,
     identity_error: Callable[[], Exception] | None,
     grad_error: Callable[[], Exception] | None = None,
+    grad_enabled: Callable[[], bool] = torch.is_grad_enabled,
     bump_versions: bool = False,
 ) -> Callable[..., Any]:
     """Registered op's argument form in, the user's function called in its own form.
@@ -404,8 +405,8 @@ def make_kernel_adapter(
     ``identity_error`` enforces 2.13's rule that a tagged kernel returns the very
     object(s) it mutated; ``returns`` says whether the registered op returns them
     (native) or nothing (fallback). With ``grad_error`` it refuses to run under
-    autograd; with ``bump_versions`` (a real kernel) it bumps the mutated tensors'
-    version counters.
+    autograd (``grad_enabled()`` and an argument that requires grad); with
+    ``bump_versions`` (a real kernel) it bumps the mutated tensors' version counters.
     """
     exprs, ns = user_defaults(sig)
     ns.update(
@@ -413,7 +414,7 @@ def make_kernel_adapter(
         _tagged_ops_error=identity_error,
         _tagged_ops_grad_error=grad_error,
         _tagged_ops_REQUIRED=_REQUIRED,
-        _tagged_ops_grad_enabled=torch.is_grad_enabled,
+        _tagged_ops_grad_enabled=grad_enabled,
         _tagged_ops_any_requires_grad=caps.any_requires_grad,
         _tagged_ops_bump=caps.increment_version(),
         _tagged_ops_bump_one=torch._C._increment_version,

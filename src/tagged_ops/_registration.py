@@ -75,6 +75,10 @@ def _grad_messages(sig: OpSignature) -> tuple[str, Callable[[], RuntimeError]]:
     return backward, functools.partial(RuntimeError, out if sig.kind == "out" else direct)
 
 
+def _grad_enabled_outside_export() -> bool:
+    return torch.is_grad_enabled() and not caps.is_exporting()
+
+
 class _NoAutogradFormula(torch.autograd.Function):
     """Puts an in-place op's mutated tensor behind a node that refuses backward.
 
@@ -315,11 +319,20 @@ class Registration:
         self._fake = self._fake_adapter(fn)
 
     def _fake_adapter(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        # out=: refused under autograd on fake tensors too, so compiled code refuses as
-        # eager does (2.13 refuses in its autograd kernel, before any fake kernel runs).
-        grad_error = self._direct_grad_error if self.sig.kind == "out" else None
+        # Refused under autograd on fake tensors too, so compiled code refuses as eager does:
+        # out= as 2.13 does (in its autograd kernel, before any fake kernel runs); in-place
+        # while compiling only, where just a direct torch.ops call gets here with grad (the
+        # handle runs such calls outside the graph), and a compiled backward through the
+        # mutation would be silently wrong. An export keeps the handle's call in its graph.
+        in_place = self.sig.kind == "inplace"
         return make_kernel_adapter(
-            self.sig, fn, self.schema_order, returns=self.returns, identity_error=None, grad_error=grad_error
+            self.sig,
+            fn,
+            self.schema_order,
+            returns=self.returns,
+            identity_error=None,
+            grad_error=self._direct_grad_error,
+            grad_enabled=_grad_enabled_outside_export if in_place else torch.is_grad_enabled,
         )
 
     def _fake_dispatch(self, *args: Any, **kwargs: Any) -> Any:
