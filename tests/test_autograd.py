@@ -286,11 +286,12 @@ def test_a_compiled_direct_in_place_call_under_autograd_raises_as_in_eager(sin_:
         with pytest.raises(Exception, match=re.escape(DIRECT_UNDER_GRAD)):
             run(torch.ones(3, requires_grad=True))
     # The handle's own call under autograd stays allowed (a backward through it raises), and
-    # without grad the direct call compiles as in eager.
+    # without grad the direct call compiles as in eager (where Inductor compiles direct calls: 2.3+).
     x = torch.ones(3, requires_grad=True)
-    torch.compile(lambda x: sin_(x * 2) * 1)(x)  # not x * 1: 2.14's Inductor returns that as a view of x
-    with torch.no_grad():
-        torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), f(x))
+    torch.compile(lambda x: sin_(x * 2) * 1)(x)  # not x * 1: 2.14's compiled x * 1 is a view of x
+    if tagged_ops._capabilities.compiler_lowers_mutable_ops():
+        with torch.no_grad():
+            torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), f(x))
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["handle", "torch.ops"])
