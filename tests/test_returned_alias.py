@@ -22,8 +22,8 @@ import pytest
 import torch
 from torch import Tensor
 
-import tagged_ops
 from tagged_ops import _capabilities as caps
+from tagged_ops._selfcheck import define_sin_ops
 
 from .test_export import _raw_op_fails_to_decompose
 
@@ -81,16 +81,8 @@ PATTERNS = (
 
 
 def _ops(ns: str, route: str) -> Ops:
-    @tagged_ops.define_inplace(f"{ns}::sin_")
-    def sin_(x: Tensor) -> Tensor:
-        x.sin_()
-        return x
-
-    @tagged_ops.define_out(f"{ns}::sin_out")
-    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
-        out.copy_(torch.sin(x))
-        return out
-
+    ops = define_sin_ops(ns)
+    sin_, sin_out = ops.sin_, ops.sin_out
     if route == "handle":
         return sin_, sin_out
     if not sin_.is_native:

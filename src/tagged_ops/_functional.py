@@ -22,7 +22,7 @@ off at any time before compiling), and only compiled code that needs it calls it
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.library import Library
@@ -31,7 +31,7 @@ from . import _capabilities as caps
 from ._anchor import anchor, release_unless_same
 from ._signature import OpSignature, Param, helper_name, join_params
 
-__all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin", "make_functionalize_kernel"]
+__all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin", "arguments_by_name", "make_functionalize_kernel"]
 
 FUNCTIONAL_SUFFIX = "__functional"
 
@@ -66,6 +66,8 @@ class FunctionalTwin:
 
         self._lib: Library | None = Library(sig.namespace, "FRAGMENT")
         self.op: Any = None
+        #: The arguments the twin's results stand for, in order.
+        self.written = tuple(schema_order[i].name for i in mutated)
         try:
             definition = f"{name}({plain}) -> {ret}"
             release_unless_same(sig.namespace, name, definition, owner=sig.qualname)
@@ -95,6 +97,12 @@ class FunctionalTwin:
         """Whether compiled code must call the twin for a call that mutates a view."""
         return not caps.compiler_lowers_mutated_views()
 
+    def write(self, values: dict[str, Any]) -> None:
+        """Run the twin on ``values`` (every argument by name) and ``copy_`` its results into the written ones."""
+        results = self.op(**values)
+        for name, result in zip(self.written, (results,) if len(self.written) == 1 else results, strict=True):
+            values[name].copy_(result)
+
     def destroy(self) -> None:
         if self._lib is not None:
             caps.destroy_library(self._lib)
@@ -102,11 +110,27 @@ class FunctionalTwin:
             self.op = None
 
 
+def arguments_by_name(
+    op: torch._ops.OpOverload, schema_order: Sequence[Param]
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """A kernel's ``(args, kwargs)`` for ``op`` (parameters ``schema_order``) -> every argument by name.
+
+    The dispatcher leaves out arguments equal to their defaults, and the twin may have
+    none (2.2): they are filled in.
+    """
+    positional = [p.name for p in schema_order if not p.keyword_only]
+    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+
+    return bind
+
+
 def make_functionalize_kernel(
     sig: OpSignature,
     op: torch._ops.OpOverload,
     untagged_op: torch._ops.OpOverload,
-    untagged_order: tuple[Param, ...],
     functional: FunctionalTwin,
 ) -> Callable[..., Any]:
     """The tagged ``op``'s kernel at the Functionalize key (native path): functionalized as ``untagged_op``.
@@ -119,20 +143,16 @@ def make_functionalize_kernel(
     ``copy_`` (the kernel cannot name the view's base, and Inductor miscompiles a view
     recorded as its own base), and returns the very arguments it wrote.
     """
-    positional = [p.name for p in sig.params if not p.keyword_only]
-    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+    bind = arguments_by_name(op, sig.params)  # the tagged op's parameters: the user's order
     names = [a.name for a in untagged_op._schema.arguments]
-    written = [p.name for p in untagged_order if p.mutated]  # the functional twin's results, in order
     returned = [p.name for p in sig.mutated]  # what the tagged op returns, in order
 
     def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
-        by_name = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        by_name = bind(args, kwargs)
         values = {n: by_name[n] for n in names}
-        bases = all(caps.is_functional_base(by_name[n]) for n in written)
-        if not (bases and caps.auto_functionalize(untagged_op, values)):
-            results = functional.op(**values)
-            for name, result in zip(written, (results,) if len(written) == 1 else results, strict=True):
-                by_name[name].copy_(result)
+        bases = all(caps.is_functional_base(values[n]) for n in functional.written)
+        if not (bases and caps.auto_functionalize(untagged_op, dict(values))):
+            functional.write(values)
         return by_name[returned[0]] if len(returned) == 1 else tuple(by_name[n] for n in returned)
 
     return functionalize_kernel

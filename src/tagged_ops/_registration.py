@@ -204,7 +204,6 @@ class Registration:
             self.schema_order,
             returns=self.returns,
             functional=twin_of.functional,
-            functional_order=twin_of.schema_order,
             grad_error=self._direct_grad_error,
         )
         self._replace_kernel(TRANSFORM_KEY, kernel)
@@ -213,7 +212,7 @@ class Registration:
         """The tagged op functionalized as its untagged twin (see ``make_functionalize_kernel``)."""
         twin = self.untagged_twin
         assert twin is not None and twin.functional is not None
-        kernel = make_functionalize_kernel(self.sig, self.op, twin.op, twin.schema_order, twin.functional)
+        kernel = make_functionalize_kernel(self.sig, self.op, twin.op, twin.functional)
         self._replace_kernel("Functionalize", kernel)
 
     VMAP_KEY = "FuncTorchBatched"

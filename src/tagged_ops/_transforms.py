@@ -29,6 +29,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.utils._pytree import tree_leaves
 
 from . import _capabilities as caps
+from ._functional import FunctionalTwin, arguments_by_name
 from ._signature import OpSignature, Param
 
 __all__ = ["TRANSFORM_KEY", "make_transform_kernel"]
@@ -92,32 +93,25 @@ def make_transform_kernel(
     schema_order: Sequence[Param],
     *,
     returns: bool,
-    functional: Any,
-    functional_order: Sequence[Param],
+    functional: FunctionalTwin,
     grad_error: Callable[[], Exception],
 ) -> Callable[..., Any]:
     """``op``'s kernel at :data:`TRANSFORM_KEY`, given ``op``'s arguments (``schema_order``).
 
-    ``functional`` is the functional twin (``_functional.FunctionalTwin``) of the
-    untagged op, whose parameters ``functional_order`` name the same arguments;
-    ``returns``: the registered op returns its mutated tensors (native path).
-    ``grad_error`` makes 2.13's error for an out= call under a grad level.
+    ``functional`` is the functional twin of the untagged op, whose parameters name
+    the same arguments; ``returns``: the registered op returns its mutated tensors
+    (native path). ``grad_error`` makes 2.13's error for an out= call under a grad level.
     """
-    positional = [p.name for p in schema_order if not p.keyword_only]
-    # The dispatcher leaves out arguments equal to their defaults; the twin may have none (2.2).
-    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
-    written = [p.name for p in functional_order if p.mutated]  # the twin's results, in order
+    bind = arguments_by_name(op, schema_order)
     returned = [p.name for p in sig.mutated]  # what the tagged op returns, in order
 
     def transform_kernel(*args: Any, **kwargs: Any) -> Any:
-        by_name = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        by_name = bind(args, kwargs)
         tensors = [t for t in tree_leaves(list(by_name.values())) if isinstance(t, torch.Tensor)]
         error = _refusal(sig, tensors, grad_error)
         if error is not None:
             raise error
-        results = functional.op(**by_name)
-        for name, result in zip(written, (results,) if len(written) == 1 else results, strict=True):
-            by_name[name].copy_(result)
+        functional.write(by_name)
         if not returns:
             return None
         return by_name[returned[0]] if len(returned) == 1 else tuple(by_name[n] for n in returned)
