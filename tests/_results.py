@@ -23,7 +23,9 @@ from tagged_ops._switches import FALLBACK_ENV_VAR, env_flag
 
 AREAS = {
     "test_definition_errors": "eager",
-    "test_capabilities": "eager",
+    "test_compat": "eager",
+    "test_layers": "eager",
+    "test_free_at_import": "eager",
     "test_registrations": "eager",
     "test_call_contract": "eager",
     "test_autograd": "eager",
@@ -54,7 +56,7 @@ AREAS = {
 
 _AREA_PATH = "tagged_ops_area_path"
 #: properties tests record about this torch (``record_property``), written to the results file
-FACTS = ("compiler_drops_a_read_clone",)
+FACTS = ("compiler_drops_a_read_clone", "private_names")
 
 
 class ResultsRecorder:

@@ -14,7 +14,7 @@ import tagged_ops
 SCRIPT = textwrap.dedent(
     """
     import torch, tagged_ops
-    from tagged_ops._selfcheck import define_sin_ops
+    from tagged_ops.testing import define_sin_ops
 
     ops = define_sin_ops("tagged_ops_cache_switch")
     x = torch.randn(16)

@@ -292,7 +292,7 @@ def test_the_grad_check_sees_every_tensor_argument(
     plain, an optional and a listed Tensor, in the handle and in a direct
     torch.ops call.
     """
-    from tagged_ops import _capabilities as caps
+    from tagged_ops import _compat as caps
 
     if helper == "backport":
         monkeypatch.setattr(caps, "any_requires_grad", caps.any_requires_grad_py)

@@ -20,7 +20,7 @@ from torch import Tensor
 from torch.library import Library
 
 import tagged_ops
-from tagged_ops._capabilities import destroy_library
+from tagged_ops._compat import destroy_library
 
 _NAMES = {"out": ["x", "factor", "out", "bias"], "inplace": ["x", "y", "alpha"]}
 
@@ -58,7 +58,7 @@ def _define(kind: str, ns: str) -> tuple[tagged_ops.TaggedOp, Any]:
 
     # The dispatcher's reference: the very schema the handle presents, on a raw op.
     raw_lib = Library(f"{ns}_raw", "DEF")
-    schema = op._registration.sig.native_schema()
+    schema = op._definition.sig.native_schema()
     raw_lib.define(schema)
     packet, _, overload = schema.partition("(")[0].partition(".")
     raw = getattr(getattr(torch.ops, f"{ns}_raw"), packet)

@@ -16,7 +16,7 @@ import torch._dynamo.testing
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._selfcheck import SinOps, define_sin_ops
+from tagged_ops.testing import SinOps, define_sin_ops
 
 
 @pytest.fixture

@@ -42,7 +42,8 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops import _compat as caps
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -274,7 +275,7 @@ def test_random_programs_compile_as_they_run(path: str, ns: str, flavor: str, se
     if flavor not in FLAVORS:
         raise ValueError(f"TAGGED_OPS_FUZZ_FLAVORS: unknown flavor {flavor!r}; known: {', '.join(FLAVORS)}")
     namespace: dict[str, Any] = {"torch": torch, **_ops(ns, flavor)}
-    src, programs = _batch(seed, direct_calls=caps.compiler_lowers_mutable_ops())
+    src, programs = _batch(seed, direct_calls=compiler_lowers_mutable_ops())
     gen = torch.Generator().manual_seed(seed)
     eager_args = [torch.randn(SIZE, generator=gen) for _ in range(PROGRAMS_PER_BATCH * INPUTS_PER_PROGRAM)]
     if flavor == "dynamic":

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
 from ._subprocess import env_for_path
 from ._views import assert_compiled_matches_eager
@@ -140,7 +140,7 @@ def _direct(op: tagged_ops.TaggedOp) -> Callable[..., Any]:
 
 def test_direct_torch_ops_calls_too(path: str, ns: str) -> None:
     """``torch.ops.<ns>.<op>.default`` called in compiled code, not the handle (as bitsandbytes calls)."""
-    if not caps.compiler_lowers_mutable_ops():
+    if not compiler_lowers_mutable_ops():
         pytest.xfail(
             f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
         )
@@ -156,7 +156,7 @@ def test_what_an_op_returned_is_read_before_its_argument_is_written_again(path: 
     found by tests/test_compile_fuzz.py; raw native ``custom_op`` too). The second
     call makes Inductor reuse the buffer that held the first call's input.
     """
-    if not caps.compiler_lowers_mutable_ops():
+    if not compiler_lowers_mutable_ops():
         pytest.xfail(
             f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
         )

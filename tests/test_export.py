@@ -10,7 +10,8 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._selfcheck import SinOps, define_sin_ops
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops.testing import SinOps, define_sin_ops
 
 _STRICT = [False, True] if "strict" in inspect.signature(torch.export.export).parameters else [None]
 
@@ -69,7 +70,7 @@ def _recorded(op: tagged_ops.TaggedOp, strict: bool | None) -> str:
     """The op an exported program calls: the registered one, except strict export
     (Dynamo) where Inductor cannot lower mutable ops (2.2), which records the functional twin."""
     name = f"torch.ops.{op.qualname.replace('::', '.')}"
-    if strict is not False and not tagged_ops._capabilities.compiler_lowers_mutable_ops():
+    if strict is not False and not compiler_lowers_mutable_ops():
         return f"{name}__functional.default"
     return f"{name}.default"
 
@@ -97,4 +98,4 @@ def _raw_op_fails_to_decompose() -> bool:
             return "FunctionalTensorMode" in str(e)
         return False
     finally:
-        tagged_ops._capabilities.destroy_library(lib)
+        tagged_ops._compat.destroy_library(lib)

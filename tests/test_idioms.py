@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops import _compat as caps
 
 from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns, require_exported_input_mutations
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._fixes.mutated_views_v1 import compiler_lowers_mutated_views
 
 from ._lowering import PATTERNS, Counts, count, generated_code, lowerings, pattern
 
@@ -40,9 +41,9 @@ def _counts(ns: str, name: str) -> tuple[Counts, dict[str, Counts]]:
 
 def _uses_functional_twin(name: str) -> bool:
     """Where tagged_ops compiles through its functional twin (_functional.py): 2.2, and views on 2.3-2.5."""
-    if not caps.compiler_lowers_mutable_ops():
+    if not compiler_lowers_mutable_ops():
         return True
-    return name in ("c", "d") and not caps.compiler_lowers_mutated_views()
+    return name in ("c", "d") and not compiler_lowers_mutated_views()
 
 
 def _skip_if_twin(name: str) -> None:
@@ -113,7 +114,7 @@ def test_where_the_functional_twin_is_used(path: str, ns: str, name: str) -> Non
         pytest.skip(f"pattern {name} keeps the in-place lowering on torch {torch.__version__}")
     ours, raw, failed = _compile_all(ns, name)
     assert ours.twin_calls == 1, f"pattern {name}: {ours}"
-    if not caps.compiler_lowers_mutable_ops():
+    if not compiler_lowers_mutable_ops():
         assert "auto_functionalized" in str(failed["raw untagged"])
     else:
         assert not failed

@@ -17,7 +17,9 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops import _compat as caps
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._fixes.mutated_views_v1 import compiler_lowers_mutated_views
 
 from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns, require_exported_input_mutations
 
@@ -240,11 +242,9 @@ def _xfail_untagged_dispatcher_call(request: pytest.FixtureRequest, pattern: str
     at all, and with auto_functionalized v1 (2.3-2.5, or the v2 switch off) it
     miscompiles a mutated view of an intermediate. compat_matrix.md lists both.
     """
-    if not caps.compiler_lowers_mutable_ops():
+    if not compiler_lowers_mutable_ops():
         reason = f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
-    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (
-        version == "v1" or not caps.compiler_lowers_mutated_views()
-    ):
+    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (version == "v1" or not compiler_lowers_mutated_views()):
         reason = "auto_functionalized v1 miscompiles a mutated view of an intermediate (call it through the handle)"
     else:
         return

@@ -19,9 +19,10 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
-from tagged_ops import _pairing
+from tagged_ops import _compat as caps
+from tagged_ops._fixes import out_variant_pairing
 
+from ._pairing_probe import _PROBES, lowering_passes
 from ._views import assert_compiled_matches_eager
 
 _LIBS: list[torch.library.Library] = []
@@ -128,11 +129,19 @@ def test_out_variant_pairs_only_when_asked_and_the_lowering_works(path: str, ns:
     _, unpaired = _define_pair(ns, name, pair=False, out_devices=None)
     assert unpaired.paired is False  # the default keeps the functional op as it was
     _, paired = _define_pair(f"{ns}_p", name, pair=True, out_devices=None)
-    if not (paired.is_native and caps.OUT_VARIANT_PAIRING is not None):
+    if not (paired.is_native and _inductor_pairs()):
         assert paired.paired is False  # no torch.Tag.out: nothing for Inductor to pair
         return
-    kinds = _pairing._argument_kinds(paired.opoverload)
-    assert paired.paired == all(_pairing.lowering_passes(k) for k in kinds)
+    kinds = out_variant_pairing.argument_kinds(paired.opoverload)
+    assert paired.paired == (not kinds & out_variant_pairing.MANGLED_KINDS)
+
+
+def _inductor_pairs() -> bool:
+    try:
+        import torch._library._out_variant  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def test_paired_out_variant_is_what_inductor_calls(path: str, ns: str) -> None:
@@ -148,16 +157,17 @@ def test_paired_out_variant_is_what_inductor_calls(path: str, ns: str) -> None:
     assert f"torch.ops.{ns}.op.out(" in "\n".join(code)
 
 
-@pytest.mark.parametrize("kind", sorted(_pairing._PROBES))
-def test_inductor_out_variant_lowering_bug_canary(kind: str) -> None:
+@pytest.mark.parametrize("kind", sorted(_PROBES))
+def test_canary_out_variant_call_still_mangles_arguments(kind: str) -> None:
     """Upstream bug (2.13-2.15): the out-variant call mangles these argument kinds.
 
-    Fails once torch fixes a kind: then ``pair=True`` pairs such ops again by
-    itself (the probe asks torch), and compat_matrix.md's pairing note changes.
+    Fails once torch fixes a kind: then take it out of ``MANGLED_KINDS`` where the fix
+    is (tagged_ops/_fixes/out_variant_pairing.py), so ``pair=True`` pairs such ops again.
     """
-    if caps.OUT_VARIANT_PAIRING is None:
+    if not _inductor_pairs():
         pytest.skip(f"torch {torch.__version__}'s Inductor pairs no out variants")
-    assert _pairing.lowering_passes(kind) is False
+    assert kind in out_variant_pairing.MANGLED_KINDS
+    assert lowering_passes(kind) is False
 
 
 def test_out_without_a_functional_op_is_not_paired(path: str, ns: str) -> None:

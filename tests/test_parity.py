@@ -15,8 +15,8 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._selfcheck import SinOps, define_sin_ops
 from tagged_ops._switches import env_flag
+from tagged_ops.testing import SinOps, define_sin_ops
 
 _ids = itertools.count()
 

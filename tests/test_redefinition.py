@@ -160,7 +160,7 @@ def test_redefinition_with_another_schema_gets_a_fresh_entry(path: str, ns: str)
 @pytest.mark.parametrize("first", ["native", "fallback"])
 def test_compile_after_switching_path_in_one_process(ns: str, first: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inductor caches per op name must not carry the old schema into the new definition."""
-    from tagged_ops._selfcheck import define_sin_ops
+    from tagged_ops.testing import define_sin_ops
 
     def compile_and_check() -> None:
         ops = define_sin_ops(ns)
@@ -206,25 +206,20 @@ def _neg_(x: Tensor) -> Tensor:
     return x
 
 
-@pytest.mark.parametrize("failing", ["functional twin", "handle call"])
+@pytest.mark.parametrize("failing", ["fake kernel", "handle call"])
 def test_definition_failing_midway_leaves_every_name_free(
     path: str, ns: str, failing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A definition that fails after its op is registered removes what it registered, helpers included."""
-    from tagged_ops import _capabilities, _registration
+    from tagged_ops import _compat, _definition
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("broken on purpose")
 
-    if failing == "functional twin":  # after the twin's own schema is defined
-        register_fake = _capabilities.register_fake
-
-        def maybe_broken(qualname: str, fn: object, /, *, lib: torch.library.Library) -> None:
-            (broken if qualname.endswith("__functional") else register_fake)(qualname, fn, lib=lib)
-
-        monkeypatch.setattr(_capabilities, "register_fake", maybe_broken)
+    if failing == "fake kernel":  # after the op's own schema is defined
+        monkeypatch.setattr(_compat, "register_fake", broken)
     else:
-        monkeypatch.setattr(_registration, "make_handle_call", broken)
+        monkeypatch.setattr(_definition, "make_handle_call", broken)
     with pytest.raises(RuntimeError, match="broken on purpose"):
         _define(ns, "sin_")
     assert not hasattr(getattr(torch.ops, ns), "apply_")

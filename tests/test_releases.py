@@ -13,7 +13,7 @@ import pytest
 import torch
 from packaging.version import Version
 
-import tagged_ops._capabilities as caps
+import tagged_ops._compat as caps
 from tagged_ops.testing.nox import PYTHON_RANGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def test_a_probe_that_stops_seeing_native_tags_fails_the_check(monkeypatch: pyte
         monkeypatch.setattr(torch.library, "infer_schema", infer_schema)
     else:
         # What a backport could do: give torch.Tag both names and infer_schema/define a tags= keyword.
-        monkeypatch.setattr(caps, "_accepts_keyword", lambda fn, name: True)
+        monkeypatch.setattr(caps, "accepts_keyword", lambda fn, name: True)
         monkeypatch.setattr(torch, "Tag", type("Tag", (), {"inplace": object(), "out": object()}))
     answer = caps._probe_native_tags()
     assert answer is (expected != "native")

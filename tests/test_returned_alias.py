@@ -22,8 +22,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from tagged_ops import _capabilities as caps
-from tagged_ops._selfcheck import define_sin_ops
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops.testing import define_sin_ops
 
 from .test_export import _raw_op_fails_to_decompose
 
@@ -98,7 +98,7 @@ def _all_patterns(ops: Ops, *inputs: Tensor) -> tuple[Tensor, ...]:
 @pytest.mark.parametrize("route", ["handle", "torch.ops"])
 def test_a_write_through_a_returned_alias_reaches_the_argument(path: str, ns: str, route: str, how: str) -> None:
     ops = _ops(ns, route)
-    if route == "torch.ops" and how == "compile" and not caps.compiler_lowers_mutable_ops():
+    if route == "torch.ops" and how == "compile" and not compiler_lowers_mutable_ops():
         pytest.xfail(f"torch {torch.__version__}: Inductor cannot compile a direct call of a mutable op")
     inputs = [torch.randn(8) for _ in range(2 * len(PATTERNS))]
     eager_inputs = [t.clone() for t in inputs]

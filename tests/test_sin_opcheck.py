@@ -14,8 +14,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._selfcheck import SinOps, define_sin_ops
-from tagged_ops.testing import check
+from tagged_ops.testing import SinOps, check, define_sin_ops
 
 
 @pytest.fixture
@@ -124,7 +123,7 @@ def test_numpy_kernel_checks_raise_and_leave_out_untouched(
 def test_opcheck_report_and_tolerances(ops: SinOps) -> None:
     result = tagged_ops.opcheck(ops.sin_, (torch.randn(5),), raise_exception=False)
     assert result == {k: "SUCCESS" for k in tagged_ops._opcheck.DEFAULT_TEST_UTILS}
-    if tagged_ops._capabilities.opcheck_accepts_tolerances():
+    if tagged_ops._compat.opcheck_accepts_tolerances():
         tagged_ops.opcheck(ops.sin_, (torch.randn(5),), atol=1e-5, rtol=1e-5)
     else:
         with pytest.raises(TypeError, match="takes no atol/rtol"):

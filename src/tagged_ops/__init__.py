@@ -26,8 +26,9 @@ from ._lazy import lazy_attributes
 from ._switches import FALLBACK_ENV_VAR
 
 if TYPE_CHECKING:
-    from ._capabilities import NATIVE_TAGS
-    from ._handle import TaggedOp, declare_inplace, declare_out, define_inplace, define_out, is_native
+    from ._compat import NATIVE_TAGS
+    from ._define import declare_inplace, declare_out, define_inplace, define_out
+    from ._handle import TaggedOp, is_native
     from ._opcheck import opcheck
 
 __all__ = [
@@ -43,25 +44,14 @@ __all__ = [
 ]
 
 
-def _installed_version() -> str:
-    # One place to bump: pyproject.toml's ``version``, read back from the installed metadata.
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tagged-ops")
-    except PackageNotFoundError:  # a source tree on sys.path, never installed
-        return "0+unknown"
-
-
-__version__ = _installed_version()
-
 _HOME = {
-    "NATIVE_TAGS": "._capabilities",
+    "__version__": "._version",
+    "NATIVE_TAGS": "._compat",
     "TaggedOp": "._handle",
-    "declare_inplace": "._handle",
-    "declare_out": "._handle",
-    "define_inplace": "._handle",
-    "define_out": "._handle",
+    "declare_inplace": "._define",
+    "declare_out": "._define",
+    "define_inplace": "._define",
+    "define_out": "._define",
     "is_native": "._handle",
     "opcheck": "._opcheck",
 }

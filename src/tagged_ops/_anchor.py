@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from torch.library import Library, fallthrough_kernel
 
-from . import _capabilities as caps
+from . import _compat
 
 __all__ = ["RedefinitionError", "anchor", "release_unless_same"]
 
@@ -43,8 +43,8 @@ def release_unless_same(namespace: str, opname: str, definition: str, *, owner: 
     held = _ANCHORS.get((namespace, opname))
     if held is not None and held[0] != definition:
         del _ANCHORS[namespace, opname]
-        caps.destroy_library(held[1])
-        if caps.dispatcher_entry_exists(f"{namespace}::{opname}"):
+        _compat.destroy_library(held[1])
+        if _compat.dispatcher_entry_exists(f"{namespace}::{opname}"):
             raise RedefinitionError(
                 f"{owner}: cannot be defined again with another schema in this process: kernels "
                 "registered for it elsewhere (C++ TORCH_LIBRARY_IMPL / TAGGED_OPS_IMPL) keep its dispatcher entry, "

@@ -19,29 +19,43 @@ what the handle's method does, on both paths. torch 2.2/2.3 have no such table
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
-from . import _capabilities as caps
+from . import _compat
 
-if TYPE_CHECKING:
-    from ._handle import TaggedOp
+__all__ = ["Handle", "on_the_dispatcher", "publish", "withdraw"]
 
-__all__ = ["on_the_dispatcher", "publish", "withdraw"]
+
+class Handle(Protocol):
+    """What an entry forwards to: the handle (``_handle.TaggedOp``)."""
+
+    @property
+    def qualname(self) -> str: ...
+    @property
+    def opoverload(self) -> Any: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def _fake_kernel(self) -> Callable[..., Any]: ...
+    def _autograd_refusal(self, named: object) -> RuntimeError: ...
+    def register_kernel(self, device_types: Any, fn: Any = None, /) -> Any: ...
+    def register_fake(self, fn: Any = None, /) -> Any: ...
+    def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Any = None, /) -> Any: ...
+    def register_vmap(self, fn: Any = None, /) -> Any: ...
+    def register_autocast(self, device_type: str, cast_inputs: Any, /) -> None: ...
+
 
 # Strong references: OPDEFS holds its values weakly.
 _ENTRIES: dict[str, Any] = {}
 
-if caps.CUSTOM_OP_DEFS is not None:
-    from torch._library.custom_ops import CustomOpDef
+if _compat.OPDEFS is not None:
 
-    class _HandleEntry(CustomOpDef):
+    class _HandleEntry(_compat.CustomOpDef):  # type: ignore[misc,name-defined]
         """What ``torch.library`` finds for a tagged_ops op: every registration goes to the handle.
 
         Built without ``CustomOpDef.__init__``, which would define an op; torch reads
         only the methods below and ``_abstract_fn`` / ``_opoverload`` of an entry.
         """
 
-        def __init__(self, handle: TaggedOp) -> None:  # noqa: D107 - no super().__init__: see the class
+        def __init__(self, handle: Handle) -> None:  # noqa: D107 - no super().__init__: see the class
             self._handle = handle
 
         @property
@@ -54,7 +68,7 @@ if caps.CUSTOM_OP_DEFS is not None:
 
         @property
         def _abstract_fn(self) -> Callable[..., Any]:  # type: ignore[override]
-            return self._handle._registration._fake_dispatch  # tagged ops always have a fake kernel
+            return self._handle._fake_kernel()  # tagged ops always have a fake kernel
 
         def __repr__(self) -> str:
             return repr(self._handle)
@@ -93,20 +107,20 @@ if caps.CUSTOM_OP_DEFS is not None:
             )
 
 
-def publish(handle: TaggedOp) -> None:
+def publish(handle: Handle) -> None:
     """Make ``torch.library``'s functions, given ``handle``'s qualified name, call ``handle``."""
-    if caps.CUSTOM_OP_DEFS is None:
+    if _compat.OPDEFS is None:
         return
     entry = _HandleEntry(handle)
     _ENTRIES[handle.qualname] = entry
-    caps.CUSTOM_OP_DEFS[handle.qualname] = entry
+    _compat.OPDEFS[handle.qualname] = entry
 
 
 def withdraw(qualname: str) -> None:
     """Forget ``qualname``'s entry (its definition is gone)."""
     entry = _ENTRIES.pop(qualname, None)
-    if entry is not None and caps.CUSTOM_OP_DEFS is not None and caps.CUSTOM_OP_DEFS.get(qualname) is entry:
-        del caps.CUSTOM_OP_DEFS[qualname]
+    if entry is not None and _compat.OPDEFS is not None and _compat.OPDEFS.get(qualname) is entry:
+        del _compat.OPDEFS[qualname]
 
 
 @contextlib.contextmanager
@@ -116,9 +130,9 @@ def on_the_dispatcher(qualname: str) -> Iterator[None]:
     Without this, ``torch.library.register_vmap(qualname, ...)`` called by the handle
     would find the handle's entry and hand the call straight back to it.
     """
-    entry = caps.CUSTOM_OP_DEFS.pop(qualname, None) if caps.CUSTOM_OP_DEFS is not None else None
+    entry = _compat.OPDEFS.pop(qualname, None) if _compat.OPDEFS is not None else None
     try:
         yield
     finally:
         if entry is not None:
-            caps.CUSTOM_OP_DEFS[qualname] = entry
+            _compat.OPDEFS[qualname] = entry

@@ -1,14 +1,14 @@
-"""The public handle and the two decorators that make it.
+"""The public handle, ``TaggedOp``, and the registry of live handles by name.
 
 One handle type on every release and path. Handles follow their qualified name:
 defining the same name again (a module reload) re-points every handle made
-earlier at the newest definition, so an old handle never calls a destroyed op.
-``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured earlier call
-the newest definition too while the schema stays the same (a module reload; see
-``_anchor.py``); a redefinition with another schema leaves them holding the
-destroyed op. That holds for one thread: redefining a name while other threads
-call its handles can crash the process (as with native ``custom_op``); define ops
-at import time, before threads call them.
+earlier at the newest definition (:func:`follow`), so an old handle never calls a
+destroyed op. ``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured
+earlier call the newest definition too while the schema stays the same (a module
+reload; see ``_anchor``); a redefinition with another schema leaves them holding the
+destroyed op. That holds for one thread: redefining a name while other threads call
+its handles can crash the process (as with native ``custom_op``); define ops at
+import time, before threads call them.
 """
 
 from __future__ import annotations
@@ -17,46 +17,21 @@ import importlib
 import pickle
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar, overload
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
-from . import _by_name, _pairing
-from . import _capabilities as caps
-from ._fallback import register_fallback, separate_fallback_compile_caches
-from ._native import register_native
-from ._registration import Registration
-from ._signature import Kind, define_signature
-from ._switches import fallback_forced
+from . import _by_name, _compat
+from ._contract import Kind, autograd_refusal, fake_registration_warning
+from ._definition import Definition
+from ._fallback import VMAP_KEY
 
-__all__ = ["TaggedOp", "declare_inplace", "declare_out", "define_inplace", "define_out", "is_native"]
+__all__ = ["Devices", "TaggedOp", "follow", "is_native"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Fn = Callable[..., Any]
-Mutates = str | Iterable[str] | None
 Devices = str | Sequence[str] | None
 
-if TYPE_CHECKING:
-    from typing_extensions import TypedDict, Unpack
-
-    class Options(TypedDict, total=False):
-        """The keyword arguments of ``define_inplace`` / ``define_out``."""
-
-        mutates_args: Mutates
-        device_types: Devices
-        schema: str | None
-        fallback: bool
-        compile_functional: bool
-
-    class OutOptions(Options, total=False):
-        """The keyword arguments of ``define_out``."""
-
-        pair: bool
-
-    Decorator = Callable[[Fn], "TaggedOp"]
-
-# qualified name -> current definition, and the live handles that follow it
-_CURRENT: dict[str, Registration] = {}
+#: qualified name -> the live handles that follow it (weakly held; an entry per name ever defined)
 _HANDLES: dict[str, weakref.WeakSet[TaggedOp]] = {}
 
 
@@ -76,25 +51,24 @@ class TaggedOp:
     Handles pickle by qualified name.
     """
 
-    _registration: Registration
+    _definition: Definition
 
-    def __new__(cls, registration: Registration, fn: Callable[..., Any]) -> TaggedOp:
+    def __new__(cls, definition: Definition, fn: Callable[..., Any] | None) -> TaggedOp:
         # Each handle is the one instance of a class of its own, whose __call__ is the
         # op's generated calling function: a call is one Python frame, not two (a
         # third of an eager call's cost on 2.4). Dynamo traces it like any __call__.
         own = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
         return super().__new__(own)
 
-    def __init__(self, registration: Registration, fn: Callable[..., Any] | None) -> None:
-        self._point_at(registration)
-        self.__name__ = registration.sig.name
+    def __init__(self, definition: Definition, fn: Callable[..., Any] | None) -> None:
+        self._point_at(definition)
+        self.__name__ = definition.sig.name
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__module__ = getattr(fn, "__module__", __name__)
 
-    def _point_at(self, registration: Registration) -> None:
-        assert registration.call is not None, "a handle points at the user's op, never at an untagged twin"
-        self._registration = registration
-        self._set_call(registration.call)
+    def _point_at(self, definition: Definition) -> None:
+        self._definition = definition
+        self._set_call(definition.call)
 
     def _set_call(self, call: Callable[..., Any]) -> None:
         type(self).__call__ = call  # type: ignore[method-assign]
@@ -115,7 +89,7 @@ class TaggedOp:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"<TaggedOp({self._registration.sig.qualname})>"
+        return f"<TaggedOp({self._definition.sig.qualname})>"
 
     # A handle names a process-wide op: copying a module that holds one must
     # share it, not try to copy the dispatcher registration behind it.
@@ -135,42 +109,40 @@ class TaggedOp:
     @property
     def qualname(self) -> str:
         """``"<namespace>::<name>"``."""
-        return self._registration.sig.qualname
+        return self._definition.sig.qualname
 
     @property
     def kind(self) -> Kind:
         """``"inplace"`` or ``"out"``."""
-        return self._registration.sig.kind
+        return self._definition.sig.kind
 
     @property
     def is_native(self) -> bool:
         """Registered with the native ``torch.Tag.inplace`` / ``torch.Tag.out``."""
-        return self._registration.tagged
+        return self._definition.tagged
 
     @property
-    def opoverload(self) -> torch._ops.OpOverload:
+    def opoverload(self) -> _compat.OpOverload:
         """The dispatcher op, ``torch.ops.<namespace>.<name>.default``."""
-        return self._registration.op
+        return self._definition.op
 
     @property
     def schema(self) -> str:
         """The registered schema, e.g. ``ns::sin_(Tensor(a0!) x) -> Tensor(a0!)``."""
-        return str(self._registration.op._schema)
+        return str(self._definition.op._schema)
 
     @property
     def mutated_args(self) -> tuple[str, ...]:
         """Names of the arguments the op mutates: the first one (in-place), or the out buffers in order."""
-        return self._registration.sig.mutated_names
+        return self._definition.sig.mutated_names
 
     def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The objects a call ``op(*args, **kwargs)`` mutates, in :attr:`mutated_args` order."""
-        return self._registration.sig.mutated_in_call(args, kwargs)
+        return self._definition.sig.mutated_in_call(args, kwargs)
 
     def to_op_arguments(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`."""
-        bind = self._registration.bind
-        assert bind is not None  # set with the call (see _point_at)
-        return bind(*args, **kwargs)
+        return self._definition.bind(*args, **kwargs)
 
     @property
     def paired(self) -> bool:
@@ -179,7 +151,13 @@ class TaggedOp:
         Only with ``pair=True``, on the native path, where this torch's lowering
         works for the op (see ``define_out``); asked of torch each time.
         """
-        return self.is_native and self.kind == "out" and _pairing.is_paired(self.opoverload)
+        if not (self.is_native and self.kind == "out"):
+            return False
+        try:
+            functional = _compat.lookup_op(self.opoverload._schema.name)
+        except (AttributeError, RuntimeError):  # no functional op in the packet
+            return False
+        return _compat.to_out_variant(functional) is self.opoverload
 
     # -- registrations, mirroring torch.library.CustomOpDef ----------------------
 
@@ -196,11 +174,13 @@ class TaggedOp:
         mutated tensor(s). ``torch.library.register_kernel`` by the op's qualified
         name (2.4+) comes here too.
         """
-        as_classic = self._registration.classic_kernels if classic is None else classic
+        definition = self._definition
+        as_classic = definition.classic_kernels if classic is None else classic
 
         def inner(f: F) -> F:
             for device_type in _device_list(device_types):
-                self._registration.set_kernel(device_type, f, classic=as_classic)
+                key = _compat.dispatch_key_for(self.qualname, device_type)
+                definition.kernels.set_kernel(key, f, classic=as_classic)
             return f
 
         return inner if fn is None else inner(fn)
@@ -215,12 +195,10 @@ class TaggedOp:
 
         def inner(f: F) -> F:
             warnings.warn(
-                f"The fake registration for {self} is unnecessary. Custom ops tagged with "
-                f"torch.Tag.{self.kind} already get an autogenerated fake kernel. "
-                "The provided fake impl will be used instead.",
+                fake_registration_warning(self, self.kind),
                 stacklevel=2 if fn is None else 3,  # the user's line, decorator or direct call
             )
-            self._registration.set_fake(f)
+            self._definition.kernels.set_fake(f)
             return f
 
         return inner if fn is None else inner(fn)
@@ -231,20 +209,15 @@ class TaggedOp:
         """Refused, as on 2.13: mutable ops have no autograd formula."""
         raise self._autograd_refusal(self)
 
+    def _fake_kernel(self) -> Callable[..., Any]:
+        """The op's fake kernel, as torch.library's by-name functions read it."""
+        return self._definition.registered.fake_kernel
+
     def _autograd_refusal(self, named: object) -> RuntimeError:
         """2.13's refusal, naming the op as ``named`` prints (the handle, or the OpOverload for torch.library)."""
-        if self.kind == "out":
-            return RuntimeError(
-                f"Cannot register autograd formula for operator tagged with torch.Tag.out: {named}. "
-                "Out variants do not support autograd."
-            )
-        return RuntimeError(
-            f"Cannot register autograd formula for non-functional operator {named} with schema "
-            f"{self._registration.op._schema}. Please create a functional operator and register "
-            "an autograd formula for that."
-        )
+        return autograd_refusal(named, self.kind, self.opoverload._schema)
 
-    if caps.has_custom_op_method("register_torch_dispatch"):
+    if _compat.has_custom_op_method("register_torch_dispatch"):
 
         def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Callable[..., Any] | None = None, /) -> Any:
             """As ``CustomOpDef.register_torch_dispatch``: ``fn(mode, func, types, args, kwargs)``.
@@ -262,15 +235,15 @@ class TaggedOp:
                     def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
                         f(mode, func, types, args, kwargs)
 
-                with _by_name.on_the_dispatcher(self._registration.qualname):
+                with _by_name.on_the_dispatcher(self.qualname):
                     torch.library.register_torch_dispatch(
-                        self._registration.qualname, torch_dispatch_class, rule, lib=self._registration.lib
+                        self.qualname, torch_dispatch_class, rule, lib=self._definition.registered.lib
                     )
                 return f
 
             return inner if fn is None else inner(fn)
 
-    if caps.has_custom_op_method("register_vmap"):
+    if _compat.has_custom_op_method("register_vmap"):
 
         def register_vmap(self, fn: Callable[..., Any] | None = None, /) -> Any:
             """As ``CustomOpDef.register_vmap``: ``fn(info, in_dims, *args, **kwargs) -> (output, out_dims)``.
@@ -288,20 +261,21 @@ class TaggedOp:
                         f(info, in_dims, *args, **kwargs)
                         return None, None
 
-                self._registration.drop_vmap_loop()
-                with _by_name.on_the_dispatcher(self._registration.qualname):
-                    torch.library.register_vmap(self._registration.qualname, rule, lib=self._registration.lib)
+                registered = self._definition.registered
+                registered.put_kernel(VMAP_KEY, None)  # the dispatcher holds one Python kernel per key
+                with _by_name.on_the_dispatcher(self.qualname):
+                    torch.library.register_vmap(self.qualname, rule, lib=registered.lib)
                 return f
 
             return inner if fn is None else inner(fn)
 
-    if caps.has_custom_op_method("register_autocast"):
+    if _compat.has_custom_op_method("register_autocast"):
 
         def register_autocast(self, device_type: str, cast_inputs: torch.dtype, /) -> None:
             """As ``torch.library.register_autocast``: inside ``torch.autocast(device_type)`` the op's
             floating inputs are cast to ``cast_inputs``. What the op writes (the out buffers, an
             in-place op's first argument) is never cast: the op writes the caller's tensors."""
-            self._registration.set_autocast(device_type, cast_inputs)
+            self._definition.kernels.set_autocast(device_type, cast_inputs)
 
 
 def _handle_named(qualname: str, module: str) -> TaggedOp:
@@ -327,252 +301,21 @@ def is_native(op: Any) -> bool:
     return isinstance(op, TaggedOp) and op.is_native
 
 
-def _define(
-    kind: Kind,
-    name: str,
-    fn: Fn | None,
-    mutates_args: Mutates,
-    device_types: Devices,
-    schema: str | None,
-    *,
-    pair: bool = False,
-    classic_kernels: bool = False,
-    fallback: bool = False,
-    compile_functional: bool = False,
-) -> TaggedOp:
-    """Define the op from ``fn`` (its kernel on ``device_types``), or declare it from ``schema`` alone."""
-    sig = define_signature(fn, name, kind, mutates_args, schema)
-    native = caps.NATIVE_TAGS and not fallback and not fallback_forced()
-    if caps.NATIVE_TAGS and not native:
-        separate_fallback_compile_caches()
-    previous = _CURRENT.pop(name, None)
-    if previous is not None:
-        _forget(name)
-        previous.destroy()
-    try:
-        registration = register_native(sig) if native else register_fallback(sig)
-        registration.classic_kernels = classic_kernels
-        registration.compile_functional = compile_functional
-        try:
-            if fn is not None:
-                for device_type in _device_list(device_types):
-                    registration.set_kernel(device_type, fn)
-            if native and kind == "out":
-                _pairing.permit(registration.op, pair)
-        except Exception:
-            _pairing.forget(name)
-            registration.destroy()  # leave the name free for the next attempt
-            raise
-    except Exception as e:
-        # Handles made earlier must never reach the destroyed op (2.13 can crash).
-        for old in _HANDLES.get(name, ()):
-            old._point_at_nothing(e)
-        raise
-    _CURRENT[name] = registration
-    handle = TaggedOp(registration, fn)
-    handles = _HANDLES.setdefault(name, weakref.WeakSet())
+def follow(qualname: str, definition: Definition | Exception, fn: Callable[..., Any] | None) -> TaggedOp | None:
+    """Point every live handle of ``qualname`` at its new ``definition``, and return a new handle to it.
+
+    Given the exception a failed redefinition raised instead, the handles raise it
+    (naming it) until the name is defined again: they must never reach a destroyed op
+    (2.13 can crash).
+    """
+    handles = _HANDLES.setdefault(qualname, weakref.WeakSet())
+    if isinstance(definition, Exception):
+        for old in handles:
+            old._point_at_nothing(definition)
+        return None
     for old in handles:
-        old._point_at(registration)
+        old._point_at(definition)
+    handle = TaggedOp(definition, fn)
     handles.add(handle)
     _by_name.publish(handle)
     return handle
-
-
-def _forget(name: str) -> None:
-    _by_name.withdraw(name)
-    _pairing.forget(name)
-
-
-def _decorator_or_define(kind: Kind, name: str, fn: Fn | None, *args: Any, **kwargs: Any) -> Any:
-    if fn is None:
-        return lambda f: _define(kind, name, f, *args, **kwargs)
-    return _define(kind, name, fn, *args, **kwargs)
-
-
-@overload
-def define_inplace(name: str, fn: None = None, /, **options: Unpack[Options]) -> Decorator: ...
-@overload
-def define_inplace(name: str, fn: Fn, /, **options: Unpack[Options]) -> TaggedOp: ...
-def define_inplace(
-    name: str,
-    fn: Fn | None = None,
-    /,
-    *,
-    mutates_args: Mutates = None,
-    device_types: Devices = None,
-    schema: str | None = None,
-    fallback: bool = False,
-    compile_functional: bool = False,
-) -> Any:
-    """Define an in-place op: it mutates its first positional Tensor and returns it.
-
-    Use it like ``torch.library.custom_op(name, tags=torch.Tag.inplace)``::
-
-        @tagged_ops.define_inplace("mylib::sin_")
-        def sin_(x: torch.Tensor) -> torch.Tensor:
-            x.sin_()
-            return x
-
-    ``mutates_args`` defaults to the first positional parameter and, when given,
-    must name exactly it. ``device_types`` restricts the kernel to those device
-    types (default: every device). ``schema`` overrides inference with a 2.13
-    tagged schema string such as ``"(Tensor(a!) x) -> Tensor(a!)"``.
-    On torch with native tags the op is registered with ``torch.Tag.inplace``;
-    elsewhere (or with ``TAGGED_OPS_FALLBACK=1``, or ``fallback=True`` for this op)
-    as an untagged mutable op, with the same observable behaviour through the
-    returned handle. ``fallback=True`` keeps the op's ``torch.ops`` schema classic on
-    every release: a library whose callers call ``torch.ops.ns.op.out(x, out)``
-    positionally keeps them working (see docs/adopting.md).
-
-    ``compile_functional=True``: compiled calls run the op on fresh tensors and copy
-    the results in (one extra buffer and copy per mutated tensor), instead of
-    letting Inductor write the caller's tensors in place. Inductor 2.3-2.14 can drop
-    a clone the op reads (``y = x.clone(); op(x, y)`` compiles to ``op(x, x)``,
-    pytorch/pytorch#198031): a kernel that reads its inputs after writing its
-    output then computes wrong values. ``tagged_ops.testing.check`` says whether
-    an op needs this; ``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` turns it on for every op.
-    """
-    return _decorator_or_define(
-        "inplace",
-        name,
-        fn,
-        mutates_args,
-        device_types,
-        schema,
-        fallback=fallback,
-        compile_functional=compile_functional,
-    )
-
-
-@overload
-def define_out(name: str, fn: None = None, /, **options: Unpack[OutOptions]) -> Decorator: ...
-@overload
-def define_out(name: str, fn: Fn, /, **options: Unpack[OutOptions]) -> TaggedOp: ...
-def define_out(
-    name: str,
-    fn: Fn | None = None,
-    /,
-    *,
-    mutates_args: Mutates = None,
-    device_types: Devices = None,
-    schema: str | None = None,
-    pair: bool = False,
-    fallback: bool = False,
-    compile_functional: bool = False,
-) -> Any:
-    """Define an out= op: it writes keyword-only out buffers and returns them.
-
-    Use it like ``torch.library.custom_op(name, tags=torch.Tag.out)``::
-
-        @tagged_ops.define_out("mylib::sin_out")
-        def sin_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
-            torch.sin(x, out=out)
-            return out
-
-    The out buffers are keyword-only ``Tensor`` parameters, written and never
-    read, returned in declaration order (one Tensor, or a tuple for several).
-    ``mutates_args`` defaults to every keyword-only ``Tensor`` parameter. Called
-    with grad mode on and an argument that requires grad, it raises, as 2.13 does.
-
-    ``pair``: on torch 2.13+, Inductor lowers compiled calls of a functional op
-    ``ns::op`` to a tagged ``ns::op.out`` beside it (its "out variant"), also in code
-    that never calls ``.out``. That lowering is broken for ``int[]`` and defaulted
-    arguments and ignores which devices ``.out`` has kernels for, so by default
-    (``pair=False``) tagged_ops keeps the two apart: the functional op compiles as it
-    did before ``.out`` was defined. ``pair=True`` lets Inductor pair them wherever
-    the lowering works on the installed torch (``.out`` has a kernel for every
-    device the functional op has one for, and a probe compile shows the op's
-    argument kinds pass intact); :attr:`TaggedOp.paired` says whether it does.
-    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`.
-    """
-    return _decorator_or_define(
-        "out",
-        name,
-        fn,
-        mutates_args,
-        device_types,
-        schema,
-        pair=pair,
-        fallback=fallback,
-        compile_functional=compile_functional,
-    )
-
-
-def declare_inplace(
-    name: str,
-    schema: str,
-    /,
-    *,
-    classic_kernels: bool = False,
-    fallback: bool = False,
-    compile_functional: bool = False,
-) -> TaggedOp:
-    """Declare an in-place op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
-
-    Kernels come later, per device, through :meth:`TaggedOp.register_kernel` or
-    ``torch.library.register_kernel(name, device_type)``::
-
-        scale_ = tagged_ops.declare_inplace("mylib::scale_", "(Tensor(a!) x, float alpha) -> Tensor(a!)")
-
-        @scale_.register_kernel("cpu")
-        def _(x, alpha):
-            x.mul_(alpha)
-            return x
-
-    ``classic_kernels=True``: the op's kernels mutate and return None, as kernels of
-    untagged ops are written; the op still returns its first argument.
-    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`. A call on a
-    device with no kernel raises the dispatcher's "Could not run".
-    """
-    return _define(
-        "inplace",
-        name,
-        None,
-        None,
-        None,
-        schema,
-        classic_kernels=classic_kernels,
-        fallback=fallback,
-        compile_functional=compile_functional,
-    )
-
-
-def declare_out(
-    name: str,
-    schema: str,
-    /,
-    *,
-    classic_kernels: bool = False,
-    pair: bool = False,
-    fallback: bool = False,
-    compile_functional: bool = False,
-) -> TaggedOp:
-    """Declare an out= op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
-
-    For libraries whose kernels live per device in backend modules::
-
-        dequant_out = tagged_ops.declare_out(
-            "mylib::dequant.out",
-            "(Tensor A, Tensor absmax, int[] shape, *, Tensor(a!) out) -> Tensor(a!)",
-            classic_kernels=True,  # the backends' kernels fill `out` and return None
-        )
-
-        @torch.library.register_kernel("mylib::dequant.out", "cuda")  # or dequant_out.register_kernel("cuda")
-        def _(A, absmax, shape, out):
-            ...
-
-    ``classic_kernels``, ``pair``, ``fallback`` and ``compile_functional`` as for
-    :func:`declare_inplace` and :func:`define_out`.
-    """
-    return _define(
-        "out",
-        name,
-        None,
-        None,
-        None,
-        schema,
-        classic_kernels=classic_kernels,
-        pair=pair,
-        fallback=fallback,
-        compile_functional=compile_functional,
-    )

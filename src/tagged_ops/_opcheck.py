@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import _capabilities as caps
+from . import _compat
 from ._handle import TaggedOp
 
 __all__ = ["DEFAULT_TEST_UTILS", "opcheck"]
 
 #: torch.library.opcheck's default checks (the 2.4+ list on every release).
-DEFAULT_TEST_UTILS: tuple[str, ...] = caps.OPCHECK_DEFAULT_UTILS
+DEFAULT_TEST_UTILS: tuple[str, ...] = _compat.OPCHECK_DEFAULT_UTILS
 
 
 def opcheck(
@@ -35,11 +35,11 @@ def opcheck(
     op_args, op_kwargs = op.to_op_arguments(*args, **(kwargs or {}))
     extra: dict[str, Any] = {}
     if atol is not None or rtol is not None:
-        if not caps.opcheck_accepts_tolerances():
+        if not _compat.opcheck_accepts_tolerances():
             raise TypeError(
                 f"{op.qualname}: this torch's opcheck takes no atol/rtol; leave them unset on this release."
             )
         extra = {"atol": atol, "rtol": rtol}
-    return caps.opcheck(
+    return _compat.opcheck(
         op.opoverload, op_args, op_kwargs, test_utils=test_utils, raise_exception=raise_exception, **extra
     )

@@ -1,25 +1,19 @@
-"""Dispatcher glue shared by both paths: one registered op and its kernels.
+"""One op on the dispatcher, and the table of the user's kernels that every such op runs.
 
-Both paths register through ``torch.library.Library.define`` plus Python kernels
-rather than ``torch.library.custom_op``: custom_op spends most of its per-call
-cost in Python layers around the dispatcher (a Python autograd kernel, a
-version-bump kernel, a backend kernel), and our users call ops in hot loops.
-Here a call makes one trip into Python, the backend kernel, which:
+An op is registered through ``torch.library.Library.define`` plus Python kernels
+rather than ``torch.library.custom_op``: custom_op spends most of its per-call cost
+in Python layers around the dispatcher (a Python autograd kernel, a version-bump
+kernel, a backend kernel), and our users call ops in hot loops. Here a call makes
+one trip into Python, the backend kernel (``_codegen.make_kernel_adapter``), which
+calls the user's function in its own argument form, enforces 2.13's identity rule,
+refuses a call under autograd where 2.13 does, and bumps the written tensors'
+version counters. The Autograd key is a fallthrough (kept across a redefinition with
+the same schema, see ``_anchor``), so autograd adds nothing per call.
 
-* calls the user's function in its own argument form and enforces the 2.13
-  identity rule (return the first argument / the out buffers);
-* refuses to run under autograd (grad mode on, an argument requires grad),
-  before anything is written. For out= ops that is 2.13's own error, whoever
-  calls; an in-place handle takes those calls on a path of its own
-  (``autograd_call``), so only a direct ``torch.ops`` call gets this error;
-* bumps every mutated tensor's version counter (a numpy kernel does not).
-
-The Autograd key is a fallthrough, so autograd adds nothing per call (kept across
-a redefinition with the same schema, see ``_anchor.py``). The fake
-kernel is the trivial one unless the user registers their own.
-
-What differs between the native and the fallback path is only the schema (and
-therefore tags, argument order and return); see ``_native.py`` and ``_fallback.py``.
+:class:`Kernels` holds what the user registered (a kernel per dispatch key, the
+fake kernel, autocast casts); each :class:`RegisteredOp` subscribed to it registers
+them in its own schema's argument order. A definition may register more than one op
+from one table (the native path's untagged twin); this module knows nothing of why.
 """
 
 from __future__ import annotations
@@ -29,293 +23,141 @@ import inspect
 from typing import Any, Callable, Sequence
 
 import torch
-import torch.fx.operator_schemas
 from torch.library import Library
 
-from . import _by_name
-from . import _capabilities as caps
+from . import _compat
 from ._anchor import anchor, release_unless_same
-from ._calling import make_binder, make_compiled_call, make_handle_call, make_kernel_adapter
-from ._functional import FunctionalTwin, make_functionalize_kernel
+from ._codegen import make_kernel_adapter
+from ._contract import direct_call_under_autograd, identity_error, out_under_autograd
 from ._signature import OpSignature, Param
-from ._switches import compile_functional_forced
-from ._transforms import TRANSFORM_KEY, make_transform_kernel
 
-__all__ = ["Registration", "dispatch_key_for"]
+__all__ = ["Kernels", "RegisteredOp"]
 
 
-def dispatch_key_for(qualname: str, device_type: str | None) -> str:
-    """The dispatch key a kernel for ``device_type`` registers under (None or ``"default"``: every device,
-    as in ``torch.library.register_kernel``)."""
-    if device_type is None or device_type == "default":
-        return "CompositeExplicitAutograd"
-    try:
-        # torch's own table: "cpu" -> "CPU", and renamed PrivateUse1 backends too
-        return str(torch._C._dispatch_key_for_device(device_type))
-    except RuntimeError as e:
-        raise ValueError(f"{qualname}: unknown device type {device_type!r} ({e})") from None
+class Kernels:
+    """The user's registrations for one op; every subscribed :class:`RegisteredOp` runs them."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, tuple[Callable[..., Any], bool]] = {}  # dispatch key -> (fn, classic)
+        self.fake: Callable[..., Any] | None = None
+        self.autocast: dict[str, torch.dtype] = {}  # device type -> dtype
+        self._ops: list[RegisteredOp] = []
+
+    def subscribe(self, op: RegisteredOp) -> None:
+        """``op`` registers every kernel in the table now, and each one set later."""
+        self._ops.append(op)
+        for key, (fn, classic) in self.by_key.items():
+            op.apply_kernel(key, fn, classic)
+        for device_type, dtype in self.autocast.items():
+            op.apply_autocast(device_type, dtype)
+
+    def unsubscribe(self, op: RegisteredOp) -> None:
+        self._ops.remove(op)
+
+    def set_kernel(self, key: str, fn: Callable[..., Any], *, classic: bool) -> None:
+        """Register (or replace) the kernel at dispatch ``key``; a ``classic`` one returns None."""
+        self.by_key[key] = (fn, classic)
+        for op in self._ops:
+            op.apply_kernel(key, fn, classic)
+
+    def set_fake(self, fn: Callable[..., Any]) -> None:
+        self.fake = fn
+        for op in self._ops:
+            op.drop_fake()
+
+    def set_autocast(self, device_type: str, dtype: torch.dtype) -> None:
+        self.autocast[device_type] = dtype
+        for op in self._ops:
+            op.apply_autocast(device_type, dtype)
 
 
-def _grad_messages(sig: OpSignature) -> tuple[str, Callable[[], RuntimeError]]:
-    """What a backward through an in-place op's mutation raises, and the error a direct call under autograd gets."""
-    backward = (
-        f"Trying to backward through {sig.qualname} but no autograd formula was registered. "
-        "An in-place op (torch.Tag.inplace) cannot have one: call it on tensors that do not "
-        "require grad, or under torch.no_grad()."
-    )
-    out = (  # 2.13's own error, for handle and direct calls alike
-        f"{sig.packet}(): functions with out=... arguments don't support automatic "
-        "differentiation, but one of the arguments requires grad."
-    )
-    direct = (
-        f"{sig.qualname}: called through torch.ops with grad mode on and an argument that "
-        "requires grad. Call it through its tagged_ops handle (which makes a backward through "
-        "the mutated tensor raise), or under torch.no_grad()."
-    )
-    return backward, functools.partial(RuntimeError, out if sig.kind == "out" else direct)
+def _grad_refusal(sig: OpSignature) -> Callable[[], RuntimeError]:
+    """The error a kernel raises for a call under autograd: 2.13's for out= ops, ours for direct in-place calls."""
+    message = out_under_autograd(sig.packet) if sig.kind == "out" else direct_call_under_autograd(sig.qualname)
+    return functools.partial(RuntimeError, message)
 
 
-def _grad_enabled_outside_export() -> bool:
-    return torch.is_grad_enabled() and not caps.is_exporting()
+class RegisteredOp:
+    """``torch.ops.<ns>.<opname>`` defined with ``schema``, running a :class:`Kernels` table.
 
-
-class _NoAutogradFormula(torch.autograd.Function):
-    """Puts an in-place op's mutated tensor behind a node that refuses backward.
-
-    Native 2.13 returns a *view* here and leaves the mutated tensor's history
-    alone, so a backward through that tensor is silently wrong; marking it dirty
-    makes every backward through the mutation raise.
+    ``schema_order`` lists the parameters in the schema's order; ``returns``: the schema
+    returns the written tensors (tagged) rather than nothing (untagged). ``on_trace``
+    runs at each call of the fake kernel, which torch makes only while it traces.
     """
-
-    # forward and setup_context apart: torch.func's transforms accept only this form
-    @staticmethod
-    def forward(message: str, x: torch.Tensor, *inputs: Any) -> torch.Tensor:  # type: ignore[override]
-        return x
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.message = inputs[0]
-        ctx.mark_dirty(inputs[1])
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-        raise RuntimeError(ctx.message)
-
-
-class Registration:
-    """``torch.ops.<ns>.<opname>`` defined from an :class:`OpSignature`, with tagged_ops' kernels."""
 
     def __init__(
         self,
         sig: OpSignature,
+        kernels: Kernels,
         *,
         opname: str,
         schema: str,
         schema_order: Sequence[Param],
         tags: Sequence[Any],
         returns: bool,
-        untagged_twin: Registration | None = None,
+        on_trace: Callable[[], None],
     ) -> None:
         self.sig = sig
-        # The op that compiled code calls instead of this one (see _native.py);
-        # it gets every kernel this one gets.
-        self.untagged_twin = untagged_twin
-        self.schema_order = tuple(schema_order)
-        self.returns = returns
-        self.tagged = bool(tags)  # registered with torch.Tag.inplace / torch.Tag.out
-        self.classic_kernels = False  # kernels registered without saying otherwise mutate and return None
-        self.compile_functional = False  # compiled calls go through the functional twin (see define_out)
+        self.kernels = kernels
         self.opname = opname
         self.qualname = f"{sig.namespace}::{opname}"
+        self.schema_order = tuple(schema_order)
+        self.returns = returns
+        self._on_trace = on_trace
+        self._fake: Callable[..., Any] | None = None  # the fake kernel's adapter, made at its first call
         self._kernel_libs: dict[str, Library] = {}
-        self.backward_message, self._direct_grad_error = _grad_messages(sig)
-        self._fake: Callable[..., Any] = self._fake_adapter(lambda *a, **k: None)
-        self.functional: FunctionalTwin | None = None
-        # The handle's call and opcheck's binder; the native path's untagged twin, which only compiled
-        # code calls, has none.
-        self.call: Callable[..., Any] | None = None
-        self.bind: Callable[..., Any] | None = None
         self.lib = Library(sig.namespace, "FRAGMENT")
         # Registered in small named steps, as torch/_library/custom_ops.py does; a step that
         # fails removes what the earlier ones registered, so the name is free again.
         try:
-            self.op: torch._ops.OpOverload = self._define(schema, tags)
-            caps.register_fake(self.qualname, self._fake_dispatch, lib=self.lib)
-            if not tags:
-                # Untagged ops get a functional twin for compilers that cannot lower them (2.2; views
-                # with auto_functionalized v1: 2.3-2.5, or enable_auto_functionalized_v2=False). A
-                # native op's handle uses its untagged twin's functional twin.
-                self.functional = FunctionalTwin(sig, self.op, self._fake_dispatch, self.schema_order)
-                if sig.kind == "inplace":
-                    self._register_vmap_loop()
-            self._register_transform_kernel()  # on the untagged twin too: compiled code calls it
-            if untagged_twin is not None:
-                self._register_functionalization()
-            if opname == sig.name:
-                self.call, self.bind = self._plan_calls()
+            self.op: _compat.OpOverload = self._define_on_dispatcher(schema, tags)
+            _compat.register_fake(self.qualname, self.fake_kernel, lib=self.lib)
+            kernels.subscribe(self)
         except Exception:
-            self.destroy()  # leave the name, and its helpers' names, free for the next definition
+            self.destroy()
             raise
 
-    def _define(self, schema: str, tags: Sequence[Any]) -> torch._ops.OpOverload:
+    def _define_on_dispatcher(self, schema: str, tags: Sequence[Any]) -> _compat.OpOverload:
         """Define the op (tags, plus pt2_compliant) and its Autograd fallthrough, kept across reloads."""
-        sig, opname = self.sig, self.opname
+        namespace, opname = self.sig.namespace, self.opname
         definition = f"{opname}{schema[schema.index('(') :]}"
         all_tags = (*tags, torch.Tag.pt2_compliant_tag)
         anchor_key = f"{definition} {all_tags}"  # what the kept dispatcher entry was defined as
-        release_unless_same(sig.namespace, opname, anchor_key, owner=sig.qualname)
+        release_unless_same(namespace, opname, anchor_key, owner=self.sig.qualname)
         self.lib.define(definition, tags=all_tags)
-        caps.refresh_packet(sig.namespace, caps.split_overload(opname)[0])
-        op: torch._ops.OpOverload = caps.lookup_op(self.qualname)
-        anchor(sig.namespace, opname, anchor_key, op)
+        _compat.refresh_packet(namespace, opname.partition(".")[0])
+        op: _compat.OpOverload = _compat.lookup_op(self.qualname)
+        anchor(namespace, opname, anchor_key, op)
         return op
 
-    def _plan_calls(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        """The handle's call (with what it does while Dynamo traces) and opcheck's binder.
+    # -- the user's kernels, in this op's argument order -----------------------------
 
-        Built apart from the dispatcher registration: they only call the ops registered above.
-        """
-        sig, untagged = self.sig, self.untagged_twin
-        autograd_call = self.autograd_call if sig.kind == "inplace" else None
-        compiled_call = make_compiled_call(
-            sig,
-            self.op,
-            self.schema_order,
-            untagged_twin=None if untagged is None else (untagged.op, untagged.schema_order),
-            functional=self.functional if untagged is None else untagged.functional,
-            autograd_call=autograd_call,
-            prefer_functional=lambda: self.compile_functional or compile_functional_forced(),
-        )
-        grad_error = self._direct_grad_error if sig.kind == "out" else None  # 2.13's error, also under torch.func
-        # Argument errors quote the 2.13 schema the handle takes, on the fallback too.
-        declaration = str(self.op._schema) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
-        call = make_handle_call(
-            sig, self.op, self.schema_order, autograd_call, compiled_call, grad_error, declaration=declaration
-        )
-        return call, make_binder(sig, self.schema_order)
-
-    def _register_transform_kernel(self) -> None:
-        """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms.py``)."""
-        twin_of = self if self.untagged_twin is None else self.untagged_twin
-        assert twin_of.functional is not None
-        kernel = make_transform_kernel(
-            self.sig,
-            self.op,
-            self.schema_order,
-            returns=self.returns,
-            functional=twin_of.functional,
-            grad_error=self._direct_grad_error,
-        )
-        self._replace_kernel(TRANSFORM_KEY, kernel)
-
-    def _register_functionalization(self) -> None:
-        """The tagged op functionalized as its untagged twin (see ``make_functionalize_kernel``)."""
-        twin = self.untagged_twin
-        assert twin is not None and twin.functional is not None
-        kernel = make_functionalize_kernel(self.sig, self.op, twin.op, twin.functional)
-        self._replace_kernel("Functionalize", kernel)
-
-    VMAP_KEY = "FuncTorchBatched"
-
-    def _register_vmap_loop(self) -> None:
-        """``torch.vmap`` of an untagged in-place op: run it per batch entry on views, as torch's
-        batched fallback does for an op tagged in-place (it refuses ops that return nothing)."""
-        op, qualname = self.op, self.qualname
-
-        def rule(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[None, None]:
-            if in_dims[0] is None:
-                raise RuntimeError(
-                    f"{qualname}: vmap: an in-place op cannot write a batched value into its unbatched "
-                    "first argument; vmap over that argument too."
-                )
-            for i in range(info.batch_size):
-                op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
-            return None, None
-
-        fragment = Library(self.sig.namespace, "FRAGMENT")
-        with _by_name.on_the_dispatcher(qualname):
-            caps.register_vmap(qualname, rule, lib=fragment)
-        self._kernel_libs[self.VMAP_KEY] = fragment
-
-    def drop_vmap_loop(self) -> None:
-        """Before a user's own vmap rule: the dispatcher holds one Python kernel per key."""
-        self._replace_kernel(self.VMAP_KEY, None)
-
-    # -- kernels -----------------------------------------------------------
-
-    def set_kernel(self, device_type: str | None, fn: Callable[..., Any], *, classic: bool = False) -> None:
-        """Register (or replace) the user's kernel for ``device_type`` (None: every device).
-
-        A ``classic`` kernel mutates and returns nothing (``(..., out) -> None``, as
-        kernels of untagged ops are written); the op still returns the mutated tensors.
-        """
-        if self.untagged_twin is not None:
-            self.untagged_twin.set_kernel(device_type, fn, classic=classic)
-        key = dispatch_key_for(self.sig.qualname, device_type)
+    def apply_kernel(self, key: str, fn: Callable[..., Any], classic: bool) -> None:
+        identity = None
+        if not classic:
+            where = inspect.getmodule(fn)
+            identity = functools.partial(RuntimeError, identity_error(self.sig.name, self.sig.kind, where))
         adapter = make_kernel_adapter(
             self.sig,
             fn,
             self.schema_order,
             returns=self.returns,
-            identity_error=None if classic else self._identity_error(fn),
-            grad_error=self._direct_grad_error,
+            identity_error=identity,
+            grad_error=_grad_refusal(self.sig),
             bump_versions=True,
         )
-        self._replace_kernel(key, adapter)
+        self.put_kernel(key, adapter)
 
-    def set_autocast(self, device_type: str, cast_inputs: torch.dtype) -> None:
-        """Under ``torch.autocast(device_type)``, run the op with its floating inputs cast to ``cast_inputs``.
+    def fake_kernel(self, *args: Any, **kwargs: Any) -> Any:
+        """The op's fake kernel: torch calls it only while tracing, so it is where tracing starts for us."""
+        self._on_trace()
+        fake = self._fake
+        if fake is None:
+            fake = self._fake = self._fake_adapter(self.kernels.fake or (lambda *a, **k: None))
+        return fake(*args, **kwargs)
 
-        As ``torch.library.register_autocast``, except that what the op writes is
-        never cast: torch's rule casts every floating Tensor, so an out buffer
-        became a cast copy that the op wrote instead of the buffer (fallback path;
-        native 2.13 refuses keyword arguments), and an in-place op mutated a copy.
-        """
-        if self.untagged_twin is not None:
-            self.untagged_twin.set_autocast(device_type, cast_inputs)
-        key = caps.autocast_dispatch_key(device_type)
-        if key is None:
-            raise ValueError(f"{self.sig.qualname}: device type {device_type!r} does not support autocast")
-        exclude = torch._C.DispatchKeySet(key)
-        positional = [p for p in self.schema_order if not p.keyword_only]
-        written_at = {i for i, p in enumerate(positional) if p.mutated}
-        written = {p.name for p in self.schema_order if p.mutated}
-        op = self.op
-
-        def cast(value: Any) -> Any:
-            if isinstance(value, torch.Tensor):
-                eligible = value.is_floating_point() and value.device.type == device_type
-                return value.to(cast_inputs) if eligible and value.dtype is not torch.float64 else value
-            if isinstance(value, (list, tuple)):
-                return type(value)(cast(v) for v in value)
-            return value
-
-        def autocast_kernel(*args: Any, **kwargs: Any) -> Any:
-            with torch._C._ExcludeDispatchKeyGuard(exclude):
-                args = tuple(a if i in written_at else cast(a) for i, a in enumerate(args))
-                kwargs = {k: v if k in written else cast(v) for k, v in kwargs.items()}
-                return op(*args, **kwargs)
-
-        self._replace_kernel(key.name, autocast_kernel)
-
-    def _replace_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
-        """Put ``kernel`` (None: nothing) at dispatch key ``key``, in a fragment of its own.
-
-        Replacing destroys the previous fragment first (older torch refuses a second
-        Python kernel for a key).
-        """
-        previous = self._kernel_libs.pop(key, None)
-        if previous is not None:
-            caps.destroy_library(previous)
-        if kernel is not None:
-            fragment = Library(self.sig.namespace, "FRAGMENT")
-            fragment.impl(self.opname, kernel, key)
-            self._kernel_libs[key] = fragment
-
-    def set_fake(self, fn: Callable[..., Any]) -> None:
-        if self.untagged_twin is not None:
-            self.untagged_twin.set_fake(fn)
-        self._fake = self._fake_adapter(fn)
+    def drop_fake(self) -> None:
+        self._fake = None  # made again, from the table's, at the next call
 
     def _fake_adapter(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         # Refused under autograd on fake tensors too, so compiled code refuses as eager does:
@@ -330,57 +172,73 @@ class Registration:
             self.schema_order,
             returns=self.returns,
             identity_error=None,
-            grad_error=self._direct_grad_error,
+            grad_error=_grad_refusal(self.sig),
             grad_enabled=_grad_enabled_outside_export if in_place else torch.is_grad_enabled,
         )
 
-    def _fake_dispatch(self, *args: Any, **kwargs: Any) -> Any:
-        # Fake kernels run only while compiling or exporting: the place to prepare Inductor.
-        caps.compute_reads_before_writes(self.op)
-        return self._fake(*args, **kwargs)
+    def apply_autocast(self, device_type: str, cast_inputs: torch.dtype) -> None:
+        """Under ``torch.autocast(device_type)``, run the op with its floating inputs cast to ``cast_inputs``.
 
-    def _identity_error(self, fn: Callable[..., Any]) -> Callable[[], Exception]:
-        if self.sig.kind == "inplace":
-            what = "An operator tagged with torch.Tag.inplace must return its first argument."
-        else:
-            what = "An operator tagged with torch.Tag.out must return its mutable keyword-only arguments."
-        return functools.partial(
-            RuntimeError, f"{self.sig.name} (with implementation in {inspect.getmodule(fn)}): {what}"
-        )
-
-    # -- autograd ----------------------------------------------------------
-
-    def autograd_call(self, *args: Any, **kwargs: Any) -> None:
-        """An in-place handle's path for calls under autograd, in the registered op's form.
-
-        The op runs, and the mutated tensor is put behind a node whose backward
-        raises. Native 2.13 instead returns a view and leaves the mutated tensor's
-        history alone, so a backward through that tensor is silently wrong; this
-        never is. (out= ops have no such path: their kernel refuses, as on 2.13.)
+        As ``torch.library.register_autocast``, except that what the op writes is
+        never cast: torch's rule casts every floating Tensor, so an out buffer
+        became a cast copy that the op wrote instead of the buffer (fallback path;
+        native 2.13 refuses keyword arguments), and an in-place op mutated a copy.
         """
-        qualname = self.sig.qualname
-        x = args[0]
-        # ATen refuses these before mutating; so do we (native 2.13 lets them through).
-        if x.is_leaf and x.requires_grad:
-            raise RuntimeError(
-                f"{qualname}: a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        base = x._base
-        if base is not None and base.is_leaf and base.requires_grad:
-            raise RuntimeError(
-                f"{qualname}: a view of a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        with torch.no_grad():
-            self.op(*args, **kwargs)
-        others = [a for a in (*args[1:], *kwargs.values()) if isinstance(a, torch.Tensor) and a.requires_grad]
-        _NoAutogradFormula.apply(self.backward_message, x, *others)
+        key = _compat.autocast_dispatch_key(device_type)
+        if key is None:
+            raise ValueError(f"{self.sig.qualname}: device type {device_type!r} does not support autocast")
+        positional = [p for p in self.schema_order if not p.keyword_only]
+        written_at = {i for i, p in enumerate(positional) if p.mutated}
+        written = {p.name for p in self.schema_order if p.mutated}
+        op = self.op
+
+        def cast(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                eligible = value.is_floating_point() and value.device.type == device_type
+                return value.to(cast_inputs) if eligible and value.dtype is not torch.float64 else value
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(v) for v in value)
+            return value
+
+        def autocast_kernel(*args: Any, **kwargs: Any) -> Any:
+            with _compat.excluding(key):
+                args = tuple(a if i in written_at else cast(a) for i, a in enumerate(args))
+                kwargs = {k: v if k in written else cast(v) for k, v in kwargs.items()}
+                return op(*args, **kwargs)
+
+        self.put_kernel(key.name, autocast_kernel)
+
+    # -- kernels at any key --------------------------------------------------------
+
+    def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
+        """Put ``kernel`` (None: nothing) at dispatch key ``key``, in a fragment of its own.
+
+        Replacing destroys the previous fragment first (older torch refuses a second
+        Python kernel for a key).
+        """
+        previous = self._kernel_libs.pop(key, None)
+        if previous is not None:
+            _compat.destroy_library(previous)
+        if kernel is not None:
+            fragment = Library(self.sig.namespace, "FRAGMENT")
+            fragment.impl(self.opname, kernel, key)
+            self._kernel_libs[key] = fragment
+
+    def keep_fragment(self, key: str, fragment: Library) -> None:
+        """Own ``fragment`` (a registration made at ``key`` through torch.library): replaced and destroyed with the op."""
+        previous = self._kernel_libs.pop(key, None)
+        if previous is not None:
+            _compat.destroy_library(previous)
+        self._kernel_libs[key] = fragment
 
     def destroy(self) -> None:
         """Remove the op from the dispatcher, before the name is defined again."""
-        if self.untagged_twin is not None:
-            self.untagged_twin.destroy()
-        if self.functional is not None:
-            self.functional.destroy()
+        if self in self.kernels._ops:
+            self.kernels.unsubscribe(self)
         for lib in (*self._kernel_libs.values(), self.lib):
-            caps.destroy_library(lib)
-        caps.forget_signature(self.sig.namespace, self.opname)  # a redefinition may change the schema
+            _compat.destroy_library(lib)
+        self._kernel_libs.clear()
+
+
+def _grad_enabled_outside_export() -> bool:
+    return torch.is_grad_enabled() and not _compat.is_exporting()

@@ -1,9 +1,4 @@
-"""The sin ops, and the live self-check that ``python -m tagged_ops`` runs.
-
-The sin ops are the project's reference ops: an in-place and an out= op with
-torch kernels, and the same pair with numpy kernels that validate their own
-inputs. The test suite and the self-check both use them.
-"""
+"""``python -m tagged_ops``: what this torch offers, and a live self-check of the reference sin ops."""
 
 from __future__ import annotations
 
@@ -12,77 +7,24 @@ import os
 import platform
 import traceback
 import unittest.mock
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
-from . import _capabilities as caps
-from ._handle import TaggedOp, define_inplace, define_out
+from . import _compat
+from ._handle import TaggedOp
 from ._opcheck import opcheck
 from ._switches import FALLBACK_ENV_VAR, fallback_forced
+from .testing._sin_ops import SinOps, define_sin_ops
 
-__all__ = ["SinOps", "define_sin_ops", "main", "report"]
-
-
-@dataclass
-class SinOps:
-    sin_: TaggedOp  # in-place, torch kernel
-    sin_out: TaggedOp  # out=, torch kernel
-    numpy_sin_: TaggedOp  # in-place, numpy kernel (CPU)
-    numpy_sin_out: TaggedOp  # out=, numpy kernel (CPU)
-
-
-def _check_numpy_args(name: str, x: Tensor, out: Tensor | None = None) -> None:
-    if x.device.type != "cpu":
-        raise ValueError(f"{name}: expected a CPU tensor, got device {x.device}")
-    if out is not None:
-        if out.shape != x.shape:
-            raise ValueError(f"{name}: out has shape {tuple(out.shape)}, expected {tuple(x.shape)}")
-        if out.dtype != x.dtype:
-            raise ValueError(f"{name}: out has dtype {out.dtype}, expected {x.dtype}")
-
-
-def define_sin_ops(namespace: str = "tagged_ops_sin") -> SinOps:
-    """Define (or redefine) the four sin ops under ``namespace``."""
-
-    @define_inplace(f"{namespace}::sin_")
-    def sin_(x: Tensor) -> Tensor:
-        x.sin_()
-        return x
-
-    @define_out(f"{namespace}::sin_out")
-    def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
-        torch.sin(x, out=out)
-        return out
-
-    # numpy is imported in the kernels: it is a test dependency, not a runtime one.
-    @define_inplace(f"{namespace}::numpy_sin_", device_types="cpu")
-    def numpy_sin_(x: Tensor) -> Tensor:
-        import numpy as np
-
-        _check_numpy_args("numpy_sin_", x)
-        a = x.numpy()
-        np.sin(a, out=a)
-        return x
-
-    @define_out(f"{namespace}::numpy_sin_out", device_types="cpu")
-    def numpy_sin_out(x: Tensor, *, out: Tensor) -> Tensor:
-        import numpy as np
-
-        _check_numpy_args("numpy_sin_out", x, out)
-        o = out.numpy()
-        np.sin(x.numpy(), out=o)
-        return out
-
-    return SinOps(sin_, sin_out, numpy_sin_, numpy_sin_out)
+__all__ = ["describe_paths", "main", "report"]
 
 
 def describe_paths() -> dict[str, Any]:
     """For each path this torch offers: the schemas the sin ops get, and the self-check."""
     described: dict[str, Any] = {}
-    for path in ("native", "fallback") if caps.NATIVE_TAGS else ("fallback",):
+    for path in ("native", "fallback") if _compat.NATIVE_TAGS else ("fallback",):
         with unittest.mock.patch.dict(os.environ, {FALLBACK_ENV_VAR: "1" if path == "fallback" else "0"}):
             ops = define_sin_ops("tagged_ops_describe")
         described[path] = {
@@ -125,7 +67,7 @@ def self_check(ops: SinOps) -> list[tuple[str, bool, str]]:
             opcheck(ops.numpy_sin_out, (torch.randn(5),), {"out": torch.empty(5)})
 
     def compiled() -> None:
-        torch._dynamo.reset()
+        torch.compiler.reset()
 
         def f(x: Tensor, o: Tensor) -> Tensor:
             ops.sin_(x)
@@ -167,7 +109,7 @@ def report() -> tuple[list[str], bool]:
     path = "native (tagged)" if ops.sin_.is_native else "fallback (untagged + returning handle)"
     lines = [
         f"torch {torch.__version__} (python {platform.python_version()}, {platform.machine()})",
-        f"NATIVE_TAGS: {caps.NATIVE_TAGS}",
+        f"NATIVE_TAGS: {_compat.NATIVE_TAGS}",
         f"{FALLBACK_ENV_VAR}: {'set' if fallback_forced() else 'unset'}",
         f"path ops take: {path}",
         f"schema in-place: {ops.sin_.schema}",

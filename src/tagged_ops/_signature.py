@@ -4,10 +4,9 @@ The user writes the 2.13-style function (or a 2.13 tagged schema string); this
 module turns it into an :class:`OpSignature`: the parameters, which of them are
 mutated, and the two schemas an op can be registered with (natively tagged, or
 the untagged fallback). Both ways in, inferred and ``schema=``, end in the same
-place: a schema string that 2.13's rules accepted (``_schema_rules.py``), read
-back through ``torch._C.parse_schema``, so every later decision (lowering,
-functional twin, argument order) sees the same thing whatever alias letters
-the user wrote.
+place: a schema that 2.13's rules accepted (``_compat_infer_schema``, ``_contract``),
+parsed once, so every later decision (lowering, functional twin, argument order)
+sees the same thing whatever alias letters the user wrote.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from . import _capabilities as caps
-from . import _schema_rules as rules
+from . import _compat
+from ._compat_infer_schema import infer_schema, validate_inplace_schema, validate_out_schema
+from ._contract import Kind, check_mutates_args, refuse_keyword_only_tensors
 
 __all__ = [
-    "Kind",
     "OpSignature",
     "Param",
     "default_mutates_args",
@@ -32,8 +31,6 @@ __all__ = [
     "join_params",
     "parse_qualname",
 ]
-
-Kind = caps.Kind
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ class Param:
             keyword_only=bool(argument.kwarg_only),
             mutated=alias_info is not None and alias_info.is_write,
             is_plain_tensor=isinstance(argument.type, torch.TensorType),
-            holds_tensors=caps.is_tensor_like_type(argument.type) or caps.is_tensorlist_like_type(argument.type),
+            holds_tensors=_compat.is_tensor_like_type(argument.type) or _compat.is_tensorlist_like_type(argument.type),
             alias=alias or None,
             type_text=type_text,
             default_text=default_text,
@@ -99,17 +96,17 @@ class OpSignature:
 
     @property
     def namespace(self) -> str:
-        return caps.parse_namespace(self.qualname)[0]
+        return _compat.parse_namespace(self.qualname)[0]
 
     @property
     def name(self) -> str:
         """The op's name in its namespace, overload included: ``foo`` or ``foo.out``."""
-        return caps.parse_namespace(self.qualname)[1]
+        return _compat.parse_namespace(self.qualname)[1]
 
     @property
     def packet(self) -> str:
         """``foo`` for ``ns::foo.out``: the ``torch.ops.ns.foo`` packet the op belongs to."""
-        return caps.split_overload(self.name)[0]
+        return self.name.partition(".")[0]
 
     @property
     def mutated(self) -> tuple[Param, ...]:
@@ -175,10 +172,10 @@ def parse_qualname(qualname: str) -> tuple[str, str]:
     (``ns::foo.out``, ``ns::foo_.Tensor``): they register ``torch.ops.ns.foo.out``.
     """
     try:
-        namespace, name = caps.parse_namespace(qualname)  # torch's own split, and its check of the "::"
+        namespace, name = _compat.parse_namespace(qualname)  # torch's own split, and its check of the "::"
     except ValueError:
         namespace = name = ""
-    packet, overload = caps.split_overload(name)
+    packet, _, overload = name.partition(".")
     if not (namespace.isidentifier() and packet.isidentifier() and (name == packet or overload.isidentifier())):
         raise ValueError(
             f"{qualname!r}: an op name must be qualified as 'namespace::name' or "
@@ -195,7 +192,7 @@ def helper_name(opname: str, suffix: str) -> str:
     Helpers live in a packet of their own, so ``torch.ops.ns.foo.overloads()``
     lists only what the user defined.
     """
-    packet, overload = caps.split_overload(opname)
+    packet, _, overload = opname.partition(".")
     return f"{packet}{suffix}.{overload}" if overload else f"{packet}{suffix}"
 
 
@@ -240,9 +237,9 @@ def define_signature(
         if fn is None:
             raise TypeError(f"{qualname}: a declaration without a function needs schema=.")
         mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
-        text = name + rules.infer_schema(
-            fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind
-        )
+        text = name + infer_schema(fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind)
+        parsed = _compat.parse_schema(text)
+        refuse_keyword_only_tensors(parsed, kind)
     else:
         # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
         written = schema.strip()
@@ -251,23 +248,21 @@ def define_signature(
                 f"{qualname}: schema= names another op ({written.split('(', 1)[0].strip()!r}); "
                 "write it without a name, as for torch.library.custom_op: '(Tensor(a!) x) -> Tensor(a!)'."
             )
-        text = f"{name}{written[written.index('(') :]}"
-        parsed = torch._C.parse_schema(text)
+        parsed = _compat.parse_schema(f"{name}{written[written.index('(') :]}")
         if kind == "out":
-            rules._validate_out_schema(parsed)
+            validate_out_schema(parsed)
         else:
-            rules.refuse_keyword_only_tensors(text, kind)  # before the tag's rules, as custom_op(schema=)
-            rules._validate_inplace_schema(parsed)
-    rules.validate_custom_op_schema(text, kind, mutates_args, schema)
-    return _signature_from_text(fn, qualname, kind, text)
+            refuse_keyword_only_tensors(parsed, kind)  # before the tag's rules, as custom_op(schema=)
+            validate_inplace_schema(parsed)
+        check_mutates_args(parsed, mutates_args, schema)
+    return _signature_from_schema(fn, qualname, kind, parsed)
 
 
 #: The prefix of every name tagged_ops' generated code uses besides the user's parameters.
 RESERVED_PREFIX = "_tagged_ops_"
 
 
-def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kind, text: str) -> OpSignature:
-    parsed = torch._C.parse_schema(text)
+def _signature_from_schema(fn: Callable[..., Any] | None, qualname: str, kind: Kind, parsed: Any) -> OpSignature:
     # torch's own printing of the parsed schema: one text per argument, "*" aside
     printed = str(parsed)
     arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
@@ -283,7 +278,7 @@ def _signature_from_text(fn: Callable[..., Any] | None, qualname: str, kind: Kin
     sig = OpSignature(qualname, kind, params, python_signature)
     # Params keep torch's printing of each argument to write schemas back out: check that what
     # they write parses to the schema they were read from, before anything is registered.
-    rendered = str(torch._C.parse_schema(sig.native_schema()))
+    rendered = str(_compat.parse_schema(sig.native_schema()))
     if rendered != printed:
         raise RuntimeError(
             f"{qualname}: tagged_ops wrote the schema {printed!r} back as {rendered!r}; this is a bug in "

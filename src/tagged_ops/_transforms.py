@@ -26,9 +26,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.autograd.forward_ad as fwAD
-from torch.utils._pytree import tree_leaves
 
-from . import _capabilities as caps
+from . import _compat
+from . import _compat_functorch as functorch
+from ._contract import in_place_under_grad_transform, tangent_refusal
 from ._functional import FunctionalTwin, arguments_by_name
 from ._signature import OpSignature, Param
 
@@ -41,77 +42,48 @@ TRANSFORM_KEY = "FuncTorchDynamicLayerBackMode"
 
 def _has_tangent(t: torch.Tensor) -> bool:
     # torch.func.jvp enters one forward-AD level per transform; a tangent at any of them counts
-    return any(fwAD.unpack_dual(t, level=d).tangent is not None for d in range(fwAD._current_level + 1))
-
-
-def _unwrap(t: torch.Tensor, level: int) -> Any:
-    functorch = torch._C._functorch
-    if functorch.is_batchedtensor(t):
-        return functorch._unwrap_batched(t, level)[0] if functorch.maybe_get_level(t) == level else t
-    return functorch._unwrap_for_grad(t, level)
+    return any(fwAD.unpack_dual(t, level=d).tangent is not None for d in functorch.forward_ad_levels())
 
 
 def _refusal(sig: OpSignature, tensors: list[torch.Tensor], grad_error: Callable[[], Exception]) -> Exception | None:
     """The error a call with ``tensors`` gets at some active level, or None."""
-    for level in caps.transform_levels():
+    for level in functorch.transform_levels():
         # functorch gives every tensor a wrapper of the level it enters; one made at
         # another level is a fresh (untracked) wrapper there.
-        own = [t for t in tensors if torch._C._functorch.maybe_get_level(t) == level.level]
+        own = [t for t in tensors if functorch.functorch_level(t) == level.level]
         if level.kind == "Grad" and level.grad_enabled and any(t.requires_grad for t in own):
-            return grad_error() if sig.kind == "out" else RuntimeError(_in_place_grad_message(sig))
+            return grad_error() if sig.kind == "out" else RuntimeError(in_place_under_grad_transform(sig.qualname))
         if level.kind == "Jvp" and level.fwd_grad_enabled and any(_has_tangent(t) for t in own):
-            return RuntimeError(_jvp_message(sig))
-        tensors = [_unwrap(t, level.level) for t in tensors]
+            return RuntimeError(tangent_refusal(sig.qualname, sig.packet, sig.kind))
+        tensors = [functorch.unwrap_level(t, level.level) for t in tensors]
     return None
-
-
-def _in_place_grad_message(sig: OpSignature) -> str:
-    return (
-        f"{sig.qualname}: an in-place op (torch.Tag.inplace) has no autograd formula, but one of its "
-        "arguments requires grad under torch.func.grad / vjp: the gradient through the mutated tensor "
-        "would be wrong. Call it through its tagged_ops handle inside the innermost transform (a backward "
-        "through the mutation then raises), under torch.no_grad(), or on tensors that do not require grad."
-    )
-
-
-def _jvp_message(sig: OpSignature) -> str:
-    if sig.kind == "out":  # 2.13's sentence for reverse mode, for forward mode
-        return (
-            f"{sig.packet}(): functions with out=... arguments don't support forward-mode automatic "
-            "differentiation (torch.func.jvp, jacfwd), but one of the arguments has a tangent."
-        )
-    return (
-        f"{sig.qualname}: an in-place op (torch.Tag.inplace) has no forward-mode formula, but one of its "
-        "arguments has a tangent (torch.func.jvp, jacfwd): the tangent of the mutated tensor would be "
-        "wrong. Call it on tensors without tangents, outside the transform."
-    )
 
 
 def make_transform_kernel(
     sig: OpSignature,
-    op: torch._ops.OpOverload,
+    op: _compat.OpOverload,
     schema_order: Sequence[Param],
     *,
     returns: bool,
-    functional: FunctionalTwin,
+    functional: Callable[[], FunctionalTwin],
     grad_error: Callable[[], Exception],
 ) -> Callable[..., Any]:
     """``op``'s kernel at :data:`TRANSFORM_KEY`, given ``op``'s arguments (``schema_order``).
 
-    ``functional`` is the functional twin of the untagged op, whose parameters name
-    the same arguments; ``returns``: the registered op returns its mutated tensors
+    ``functional()`` gives the functional twin of the untagged op (defined on first use),
+    whose parameters name the same arguments; ``returns``: the registered op returns its mutated tensors
     (native path). ``grad_error`` makes 2.13's error for an out= call under a grad level.
     """
     bind = arguments_by_name(op, schema_order)
-    returned = [p.name for p in sig.mutated]  # what the tagged op returns, in order
+    returned = sig.mutated_names  # what the tagged op returns, in order
 
     def transform_kernel(*args: Any, **kwargs: Any) -> Any:
         by_name = bind(args, kwargs)
-        tensors = [t for t in tree_leaves(list(by_name.values())) if isinstance(t, torch.Tensor)]
+        tensors = [t for t in functorch.tree_leaves(list(by_name.values())) if isinstance(t, torch.Tensor)]
         error = _refusal(sig, tensors, grad_error)
         if error is not None:
             raise error
-        functional.write(by_name)
+        functional().write(by_name)
         if not returns:
             return None
         return by_name[returned[0]] if len(returned) == 1 else tuple(by_name[n] for n in returned)

@@ -13,6 +13,8 @@
   ``--tagged-ops-require-cuda`` and ``--tagged-ops-fallback``.
 * :mod:`tagged_ops.testing.nox`: your suite on many torch releases, in a few
   lines of your noxfile.
+* :func:`define_sin_ops`: the reference sin ops (in-place and out=, torch and
+  NumPy kernels), as the self-check runs them.
 
 Attributes load on first use, so the plugin and the nox helper import without torch.
 """
@@ -25,12 +27,24 @@ from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._check import check
+    from ._sin_ops import SinOps, define_sin_ops
     from ._variants import Sample, default_devices, noncontiguous, variants, with_storage_offset
 
-__all__ = ["Sample", "check", "default_devices", "noncontiguous", "variants", "with_storage_offset"]
+__all__ = [
+    "Sample",
+    "SinOps",
+    "check",
+    "default_devices",
+    "define_sin_ops",
+    "noncontiguous",
+    "variants",
+    "with_storage_offset",
+]
 
 _HOME = {
     "check": "._check",
+    "SinOps": "._sin_ops",
+    "define_sin_ops": "._sin_ops",
     **{n: "._variants" for n in ("Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset")},
 }
 

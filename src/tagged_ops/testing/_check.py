@@ -364,7 +364,7 @@ def _check_export(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) 
 
 
 def _check_compile(op: TaggedOp, sample: Sample, eager_mutated: tuple[Any, ...]) -> None:
-    torch._dynamo.reset()
+    torch.compiler.reset()
     with torch.no_grad():
         torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True)(*sample.args, **sample.kwargs)
     _assert_as_eager(op, op.mutated_in_call(sample.args, sample.kwargs), eager_mutated)
@@ -421,7 +421,7 @@ def _check_compile_clone(op: TaggedOp, sample: Sample, slot: Slot, index: int) -
     with torch.no_grad():
         run(*eager.args, **eager.kwargs)
     compiled = fresh(start)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     with torch.no_grad():
         torch.compile(run, fullgraph=True)(*compiled.args, **compiled.kwargs)
     for mutated_name, g, want in zip(

@@ -1,4 +1,4 @@
-"""The capability probe detects features, never version strings."""
+"""The probe (tagged_ops._compat) detects features, never version strings; its backports match upstream."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops import _capabilities as caps
+from tagged_ops import _compat as caps
 from tagged_ops._switches import FALLBACK_ENV_VAR, fallback_forced
 
 
@@ -140,7 +140,7 @@ def test_an_unsupported_torch_gets_a_clear_import_error() -> None:
         "import torch.library as L\n"
         "for name in ('register_fake', 'impl_abstract'):\n"
         "    if hasattr(L, name): delattr(L, name)\n"
-        "import tagged_ops._capabilities\n"
+        "import tagged_ops._compat\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0

@@ -1,4 +1,4 @@
-"""Generated calling glue between the user's signature and the registered schema.
+"""Generated call glue between the user's signature and a registered op's schema: the eager hot path.
 
 The handle must take the user's signature on every release (defaults, keywords,
 keyword-only out buffers), cost next to nothing per call, and be traceable by
@@ -9,27 +9,26 @@ every eager call (benchmarks/eager_overhead.py measures them). Python then does
 the argument binding; a call that does not fit raises the dispatcher's own
 RuntimeError and sentence (``argument_error``), as a native op's call does (the
 functions are named after the op's qualified name, and their source is
-registered with ``linecache``). Everything else here (the binder opcheck uses,
-what a call does while Dynamo traces) is plain Python.
+registered with ``linecache``). The binder opcheck uses is plain Python; what a
+call does while torch traces is ``_tracing``'s.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import linecache
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+import zlib
+from types import CodeType
+from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _capabilities as caps
+from . import _compat
+from ._contract import none_out_buffer
 from ._signature import OpSignature, Param, join_params
 
-if TYPE_CHECKING:
-    from ._functional import FunctionalTwin
-
-__all__ = ["make_binder", "make_compiled_call", "make_handle_call", "make_kernel_adapter"]
+__all__ = ["make_binder", "make_handle_call", "make_kernel_adapter", "set_compiled_call"]
 
 _REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
 
@@ -53,7 +52,7 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
     any call, torch's C++ ``_any_requires_grad`` included (2.13, two Tensors:
     about 90 ns against 135 ns). Inside a kernel the dispatcher has already
     checked that they are Tensors. Optional Tensors and lists of Tensors go to
-    ``caps.any_requires_grad``.
+    ``_compat.any_requires_grad``.
     """
     tensors = [p for p in params if p.holds_tensors]
     tests = [
@@ -88,22 +87,26 @@ def _plain_tensors_test(params: Sequence[Param]) -> str:
 
 
 def _result(sig: OpSignature) -> str:
-    names = [p.name for p in sig.mutated]
+    names = sig.mutated_names
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
 
 
-_GENERATED = itertools.count()
+#: source -> its compiled code: ops of one shape, and every redefinition, share it.
+_CODE: dict[str, CodeType] = {}
 
 
 def generate(sig: OpSignature, source: str, namespace: dict[str, Any], name: str) -> Callable[..., Any]:
     """Compile ``source`` (one ``def``) in ``namespace`` and name the function ``name``.
 
     The source goes into ``linecache`` under a file name of its own (as torch.fx does
-    for the code it generates), so a traceback through it shows its lines.
+    for the code it generates), so a traceback through it shows its lines; one entry
+    per distinct source, however often ops are defined again.
     """
-    filename = f"<tagged_ops {sig.qualname} #{next(_GENERATED)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec")
+    code = _CODE.get(source)
+    if code is None:
+        filename = f"<tagged_ops generated {zlib.crc32(source.encode()):08x}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        code = _CODE[source] = compile(source, filename, "exec")
     exec(code, namespace)  # noqa: S102 - source is built from validated identifiers only
     fn: Callable[..., Any] = namespace["_generated"]
     fn.__name__ = fn.__qualname__ = name
@@ -121,108 +124,12 @@ def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
     return exprs, values
 
 
-class _Forward:
-    """A call in one parameter order (positional, then keyword-only) made in another, by name.
-
-    Plain Python, run only while Dynamo traces, so it costs no eager call anything.
-    """
-
-    def __init__(self, source: Sequence[Param], target: Sequence[Param]) -> None:
-        self.names = [p.name for p in source if not p.keyword_only]
-        self.positional = [p.name for p in target if not p.keyword_only]
-        self.keywords = [p.name for p in target if p.keyword_only]
-
-    def values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        values = dict(zip(self.names, args, strict=True))
-        values.update(kwargs)
-        return values
-
-    def call(self, fn: Callable[..., Any], values: dict[str, Any]) -> Any:
-        return fn(*[values[n] for n in self.positional], **{n: values[n] for n in self.keywords})
-
-
-def make_compiled_call(
-    sig: OpSignature,
-    op: Callable[..., Any],
-    schema_order: Sequence[Param],
-    *,
-    untagged_twin: tuple[Callable[..., Any], Sequence[Param]] | None = None,
-    functional: FunctionalTwin | None = None,
-    autograd_call: Callable[..., None] | None = None,
-    prefer_functional: Callable[[], bool] = lambda: False,
-) -> Callable[..., None]:
-    """What the handle does while Dynamo traces it, given the registered op's arguments.
-
-    It records ``op``; where an ``untagged_twin`` op is given, torch.compile (but not
-    torch.export, which records the op users see) records that one instead (see
-    ``_native.py``). Where the compiler cannot lower a mutating op (or a mutated
-    view), it records the ``functional`` twin of the op it would otherwise record
-    and copies the twin's results in (see ``_functional.py``); so does every call
-    while ``prefer_functional()`` (asked once per trace) is true. A call that would
-    take ``autograd_call`` in eager takes it here too, outside the graph (a graph
-    break): a compiled graph cannot make a backward through the mutation raise.
-    All plain Python: the decisions are asked once per trace.
-    """
-    target, target_order = (op, schema_order) if untagged_twin is None else untagged_twin
-    to_target = _Forward(schema_order, target_order)  # the functional twin has the target's order
-    mutated_names = [p.name for p in sig.mutated]
-    exporting = caps.is_exporting if untagged_twin is not None else lambda: False
-    if functional is not None:  # the twin of ``target``: same argument order
-        twin_needed = caps.assume_constant_result(functional.needed)
-        twin_for_views = caps.assume_constant_result(functional.needed_for_views)
-        twin_preferred = caps.assume_constant_result(prefer_functional)
-        twin = functional.op
-
-    eager_autograd_call = None
-    if autograd_call is not None:
-
-        def run_autograd_call(*args: Any, **kwargs: Any) -> None:
-            autograd_call(*args, **kwargs)
-
-        # named after the op: Dynamo's messages name the function
-        run_autograd_call.__name__ = run_autograd_call.__qualname__ = sig.qualname
-        eager_autograd_call = caps.disable(
-            run_autograd_call,
-            reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
-            "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
-            "or on tensors that do not require grad, to keep it in the graph.",
-        )
-
-    def compiled_call(*args: Any, **kwargs: Any) -> None:
-        if exporting():
-            op(*args, **kwargs)
-            return
-        if (
-            eager_autograd_call is not None
-            and torch.is_grad_enabled()
-            and not caps.is_exporting()  # export keeps the op in its graph (the kernel refuses)
-            and caps.any_requires_grad_py(*args, **kwargs)
-        ):
-            eager_autograd_call(*args, **kwargs)
-            return
-        values = to_target.values(args, kwargs)
-        if functional is not None:
-            mutated = [values[n] for n in mutated_names]
-            use_twin = twin_needed() or twin_preferred()
-            for t in mutated:
-                use_twin = use_twin or (t._base is not None and twin_for_views())
-            if use_twin:
-                results = to_target.call(twin, values)
-                results = (results,) if len(mutated) == 1 else results
-                for i in range(len(mutated)):
-                    mutated[i].copy_(results[i])
-                return
-        to_target.call(target, values)
-
-    return compiled_call
-
-
 def make_handle_call(
     sig: OpSignature,
     op: Callable[..., Any],
     schema_order: Sequence[Param],
     autograd_call: Callable[..., None] | None,
-    compiled_call: Callable[..., None],
+    prepare: Callable[[], bool],
     grad_error: Callable[[], Exception] | None = None,
     *,
     declaration: str,
@@ -233,7 +140,10 @@ def make_handle_call(
     a call that does not fit the 2.13 schema ``declaration`` raises the
     dispatcher's RuntimeError (:func:`argument_error`). Eager calls go straight to the C++ entry point
     (skipping ``OpOverload.__call__``, a Python frame); calls under autograd take
-    ``autograd_call``, and calls while Dynamo traces ``compiled_call``. Calls under
+    ``autograd_call``, and calls while Dynamo traces first ``prepare()`` (marked as a
+    constant for Dynamo, so it runs for real at trace time: it prepares the op for
+    tracing and hands the call its compiled form, see :func:`set_compiled_call`), then
+    that compiled call. Calls under
     autograd of an op without an ``autograd_call`` (out=) raise ``grad_error``. On
     plain Tensors the kernel raises it (and torch.func's transform kernel under
     ``grad`` / ``vjp``); a tensor subclass hands the kernel its inner tensors, which
@@ -243,21 +153,20 @@ def make_handle_call(
     exprs, ns = user_defaults(sig)
     ns.update(
         _tagged_ops_raw=getattr(op, "_op", op),
-        _tagged_ops_compiling=caps.is_dynamo_compiling,
+        _tagged_ops_compiling=_compat.is_dynamo_compiling,
         _tagged_ops_grad_enabled=torch.is_grad_enabled,
-        _tagged_ops_any_requires_grad=caps.any_requires_grad,
+        _tagged_ops_any_requires_grad=_compat.any_requires_grad,
         _tagged_ops_Tensor=torch.Tensor,
         _tagged_ops_isinstance=isinstance,
         _tagged_ops_autograd_call=autograd_call,
-        _tagged_ops_compiled_call=compiled_call,
+        _tagged_ops_prepare=_compat.assume_constant_result(prepare),
         _tagged_ops_grad_error=grad_error,
-    )
-    ns.update(
         _tagged_ops_absent=_ABSENT,
         _tagged_ops_Absent=_Absent,
         _tagged_ops_type=type,  # a parameter may be named "type"
         _tagged_ops_argument_error=functools.partial(argument_error, sig, declaration),
     )
+    ns["_tagged_ops_compiled_call"], ns["_tagged_ops_compiled_slot"] = _compiled_call_slot()
     args = _call_args(schema_order)
     requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
     # Every parameter defaults to an "absent" marker and surplus arguments land in
@@ -308,6 +217,7 @@ def make_handle_call(
         f"        raise _tagged_ops_argument_error({surplus}, {unknown}, {{{given}}})\n"
         f"{defaults}"
         f"    if _tagged_ops_compiling():\n"
+        f"        _tagged_ops_prepare()\n"
         f"        _tagged_ops_compiled_call({args})\n"
         f"{autograd}"
         f"    else:\n"
@@ -320,6 +230,25 @@ def make_handle_call(
     # Python value with positional arguments, as it calls a native op.
     call.__signature__ = _SCRIPTED_SIGNATURE  # type: ignore[attr-defined]
     return call
+
+
+def set_compiled_call(call: Callable[..., Any], compiled_call: Callable[..., None]) -> None:
+    """What the handle's ``call`` does, in the registered op's arguments, while Dynamo traces it.
+
+    Set by the ``prepare()`` the call makes first. Dynamo snapshots the generated
+    function's globals when it starts tracing it, so the name stays bound to one
+    function, which reads the compiled call from its closure when Dynamo inlines it.
+    """
+    call.__globals__["_tagged_ops_compiled_slot"][:] = [compiled_call]
+
+
+def _compiled_call_slot() -> tuple[Callable[..., None], list[Callable[..., None]]]:
+    slot: list[Callable[..., None]] = []
+
+    def compiled_call(*args: Any, **kwargs: Any) -> None:
+        slot[0](*args, **kwargs)
+
+    return compiled_call, slot
 
 
 _SCRIPTED_SIGNATURE = inspect.Signature(
@@ -415,9 +344,9 @@ def make_kernel_adapter(
         _tagged_ops_grad_error=grad_error,
         _tagged_ops_REQUIRED=_REQUIRED,
         _tagged_ops_grad_enabled=grad_enabled,
-        _tagged_ops_any_requires_grad=caps.any_requires_grad,
-        _tagged_ops_bump=caps.increment_version(),
-        _tagged_ops_bump_one=torch._C._increment_version,
+        _tagged_ops_any_requires_grad=_compat.any_requires_grad,
+        _tagged_ops_bump=_compat.increment_version(),
+        _tagged_ops_bump_one=_compat.increment_version_one,
         _tagged_ops_same_tensor=_same_tensor,
         _tagged_ops_type=type,
         _tagged_ops_tuple=tuple,
@@ -439,7 +368,7 @@ def make_kernel_adapter(
         lines += [f"    if ({requires_grad}) and _tagged_ops_grad_enabled():", "        raise _tagged_ops_grad_error()"]
     lines.append(f"    _tagged_ops_result = _tagged_ops_fn({_call_args(sig.params)})")
     if identity_error is not None:
-        mutated = [p.name for p in sig.mutated]
+        mutated = sig.mutated_names
         # "is", or the same tensor behind another Python object: on 2.2 an
         # in-place method called inside a kernel returns a new wrapper.
         if len(mutated) == 1:
@@ -455,16 +384,16 @@ def make_kernel_adapter(
             )
         lines.append("        raise _tagged_ops_error()")
     if bump_versions:
-        if caps.increment_version() is torch._C._increment_version:
-            lines.append(f"    _tagged_ops_bump(({''.join(p.name + ', ' for p in sig.mutated)}))")
+        if _compat.increment_version() is _compat.increment_version_one:
+            lines.append(f"    _tagged_ops_bump(({''.join(n + ', ' for n in sig.mutated_names)}))")
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
-            lines += [f"    _tagged_ops_bump_one({p.name})" for p in sig.mutated]
+            lines += [f"    _tagged_ops_bump_one({n})" for n in sig.mutated_names]
     lines.append(f"    return {_result(sig) if returns else 'None'}")
     if sig.kind == "out":
         # The dispatcher lets None through for a Tensor(a!) argument (native 2.13 then
         # returns None and writes nothing). Refuse it; asked only once something failed.
         body = ["    " + line for line in lines[1:]]
-        missing = " or ".join(f"{p.name} is None" for p in sig.mutated)
+        missing = " or ".join(f"{n} is None" for n in sig.mutated_names)
         lines = [
             lines[0],
             "    try:",
@@ -474,8 +403,5 @@ def make_kernel_adapter(
             "            raise _tagged_ops_none_out() from None",
             "        raise",
         ]
-        buffers = ", ".join(repr(p.name) for p in sig.mutated)
-        ns["_tagged_ops_none_out"] = functools.partial(
-            RuntimeError, f"{sig.qualname}: an out buffer ({buffers}) is None; pass the Tensor(s) to write."
-        )
+        ns["_tagged_ops_none_out"] = functools.partial(RuntimeError, none_out_buffer(sig.qualname, sig.mutated_names))
     return generate(sig, "\n".join(lines) + "\n", ns, sig.name)

@@ -1,17 +1,14 @@
-"""The definition-time contract of tagged ops: torch 2.13's own rules, or their backport.
+"""Backport of torch 2.13's tag-aware schema inference and tagged-schema validation.
 
-One source of truth for every definition error. Where the installed torch has
-the tag-aware checks, tagged_ops calls them; elsewhere each backport sits right
-beside its probe, named as upstream names it, and raises 2.13's exception type
-with 2.13's full sentence, branch for branch:
+Beside the probe (``_compat``), in its shape: where the installed torch has the
+tag-aware functions tagged_ops uses them, elsewhere the backport, named as upstream
+names it and raising 2.13's exception type with 2.13's sentence, branch for branch:
 
 * :func:`infer_schema`: ``torch.library.infer_schema(fn, mutates_args=, tags=)``
   (2.13+), which infers ``(Tensor(a0!) x) -> Tensor(a0!)`` or
   ``(Tensor x, *, Tensor(a1!) out) -> Tensor(a1!)`` and refuses other shapes;
-* :func:`_validate_inplace_schema`, :func:`_validate_out_schema`: what
-  ``Library.define(schema, tags=...)`` checks of a hand-written schema (2.13+);
-* :func:`validate_custom_op_schema`: what ``custom_op`` adds on top (no
-  keyword-only Tensors except an out= op's; ``mutates_args`` matches ``schema=``).
+* :func:`validate_inplace_schema`, :func:`validate_out_schema` (upstream's ``_validate_*``): what
+  ``Library.define(schema, tags=...)`` checks of a hand-written schema (2.13+).
 
 Types are resolved here rather than by torch on older releases, because torch
 2.4's own inference rejects postponed (string) annotations.
@@ -20,6 +17,8 @@ Types are resolved here rather than by torch on older releases, because torch
 from __future__ import annotations
 
 import collections.abc
+import functools
+import importlib
 import inspect
 import types
 import typing
@@ -28,27 +27,29 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from . import _capabilities as caps
+from . import _compat
 
-__all__ = ["_validate_inplace_schema", "_validate_out_schema", "infer_schema", "validate_custom_op_schema"]
+__all__ = ["infer_schema", "validate_inplace_schema", "validate_out_schema"]
 
 Schema = Any  # torch._C.FunctionSchema
 
 
-# -- Library.define(schema, tags=torch.Tag.inplace / torch.Tag.out) ------------------
+# -- torch.library._validate_inplace_schema / _validate_out_schema (2.13) ------------------
+# Breakpoint: pytorch/pytorch#181099 / #180851 (Library.define validates tagged schemas).
+# What Library.define(schema, tags=torch.Tag.inplace / torch.Tag.out) checks.
 
-if caps.SCHEMA_VALIDATORS:
-    _validate_inplace_schema: Callable[[str | Schema], None] = torch.library._validate_inplace_schema
-    _validate_out_schema: Callable[[str | Schema], None] = torch.library._validate_out_schema
+if hasattr(torch.library, "_validate_inplace_schema") and hasattr(torch.library, "_validate_out_schema"):
+    validate_inplace_schema: Callable[[str | Schema], None] = torch.library._validate_inplace_schema
+    validate_out_schema: Callable[[str | Schema], None] = torch.library._validate_out_schema
 else:
 
     def _parsed(schema: str | Schema) -> Any:
-        return torch._C.parse_schema(schema) if isinstance(schema, str) else schema
+        return _compat.parse_schema(schema) if isinstance(schema, str) else schema
 
     def _is_write(arg: Any) -> bool:
         return arg.alias_info is not None and bool(arg.alias_info.is_write)
 
-    def _validate_out_schema(schema: str | Schema) -> None:  # type: ignore[misc]
+    def validate_out_schema(schema: str | Schema) -> None:  # type: ignore[misc]
         """Backport of 2.13's check that ``schema`` may carry ``torch.Tag.out``."""
         schema = _parsed(schema)
         what = "Schema tagged with torch.Tag.out"
@@ -89,7 +90,7 @@ else:
                     f"Got: {schema}"
                 )
 
-    def _validate_inplace_schema(schema: str | Schema) -> None:  # type: ignore[misc]
+    def validate_inplace_schema(schema: str | Schema) -> None:  # type: ignore[misc]
         """Backport of 2.13's check that ``schema`` may carry ``torch.Tag.inplace``."""
         schema = _parsed(schema)
         what = "Schema tagged with torch.Tag.inplace"
@@ -132,49 +133,46 @@ else:
             )
 
 
-# -- custom_op's own checks on top of the schema ---------------------------------
+# -- torch._library.infer_schema (2.4; torch._custom_op.impl before) ----------------
+# Breakpoint: torch 2.4, with torch.library.custom_op (pytorch/pytorch#122344); 2.2/2.3 keep
+# the same table in torch._custom_op.impl (the PR that moved it is not identified).
 
 
-def refuse_keyword_only_tensors(schema_str: str, kind: caps.Kind) -> None:
-    """custom_op's first check of a schema: keyword-only Tensors belong to out= ops only."""
-    parsed = torch._C.parse_schema(schema_str)
-    if kind != "out" and any(
-        a.kwarg_only and (caps.is_tensor_like_type(a.type) or caps.is_tensorlist_like_type(a.type))
-        for a in parsed.arguments
-    ):
-        raise NotImplementedError(
-            f"custom_op with kwarg-only Tensor args. Please make your tensors not kwarg-only. Got: {schema_str}"
-        )
+@functools.cache
+def _schema_inference() -> Any:
+    # The annotation -> schema-type table and return parsing behind custom_op's schema
+    # inference, looked up on first use by the backport that needs them (releases
+    # without native tags), so a torch that moves them still imports us.
+    for name in ("torch._library.infer_schema", "torch._custom_op.impl"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "SUPPORTED_PARAM_TYPES") and hasattr(module, "parse_return"):
+            return module
+    raise ImportError(
+        f"tagged_ops: torch {torch.__version__} has no custom-op schema inference where tagged_ops looks for it "
+        "(torch._library.infer_schema.SUPPORTED_PARAM_TYPES / parse_return); see docs/SUPPORT.md"
+    )
 
 
-def validate_custom_op_schema(schema_str: str, kind: caps.Kind, mutates_args: Any, schema: str | None) -> None:
-    """What ``torch.library.custom_op(name, ..., tags=, schema=)`` checks beyond ``Library.define``.
+def supported_param_types() -> Mapping[Any, str]:
+    """Annotation -> schema type, as torch's own schema inference accepts them."""
+    return _schema_inference().SUPPORTED_PARAM_TYPES  # type: ignore[no-any-return]
 
-    ``schema_str`` is the op's ``"<name>(<args>) -> <returns>"``; ``mutates_args``
-    and ``schema`` are what the user passed (``mutates_args`` given together with
-    ``schema=`` must name its mutable arguments). Same exception types and words
-    as 2.13's ``custom_op``, on every release.
-    """
-    parsed = torch._C.parse_schema(schema_str)
-    refuse_keyword_only_tensors(schema_str, kind)
-    if schema is not None and mutates_args is not None:
-        expected = {a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write}
-        if expected != set(mutates_args):
-            raise ValueError(
-                f"Attempted to create a custom op with `mutates_args={mutates_args}` "
-                f"and `schema={schema}. The schema suggests that the op mutates {expected}"
-                f"which is different from what was provided to us in `mutates_args`. "
-                f"Please make these consistent."
-            )
+
+def _parse_return_as_installed(annotation: Any, error_fn: Callable[[str], Any]) -> str:
+    """torch's own return-type parsing: the schema text of ``annotation``."""
+    return _schema_inference().parse_return(annotation, error_fn)  # type: ignore[no-any-return]
 
 
 # -- torch.library.infer_schema(fn, mutates_args=, tags=) ----------------------------
 
-if caps.NATIVE_TAGS:  # torch.library.infer_schema takes tags=
+if _compat.NATIVE_TAGS:  # torch.library.infer_schema takes tags=
 
-    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind) -> str:
-        """``torch.library.infer_schema(fn, mutates_args=..., tags=<kind's tag>)``."""
-        return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=caps.tag_for(kind))  # type: ignore[call-arg,no-any-return]
+    def infer_schema(fn: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str) -> str:
+        """``torch.library.infer_schema(fn, mutates_args=..., tags=<kind's tag>)``; ``kind``: "inplace" or "out"."""
+        return torch.library.infer_schema(fn, mutates_args=mutates_args, tags=getattr(torch.Tag, kind))  # type: ignore[call-arg,no-any-return]
 
 else:
     # Backport of torch 2.13.0's torch/_library/infer_schema.py (git
@@ -186,12 +184,12 @@ else:
     # parameter gets the plain "unsupported type" sentence); ``tags=``, which ``kind`` stands for.
 
     def infer_schema(  # type: ignore[misc]
-        prototype_function: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: caps.Kind
+        prototype_function: Callable[..., Any], /, *, mutates_args: str | Sequence[str], kind: str
     ) -> str:
         """Backport of 2.13's ``infer_schema(fn, mutates_args=..., tags=<kind's tag>)``.
 
         Same checks in the same order, same ``ValueError`` text; built on the
-        installed torch's own annotation table (``caps.supported_param_types()``).
+        installed torch's own annotation table (``supported_param_types()``).
         """
         UNKNOWN_MUTATES = "unknown"
         pf_globals = getattr(prototype_function, "__globals__", {})  # tagged_ops: any callable
@@ -242,7 +240,7 @@ else:
         first_positional_arg_alias = None
         out_arg_aliases: list[str] = []
         out_arg_names: list[str] = []
-        SUPPORTED_PARAM_TYPES = caps.supported_param_types()  # tagged_ops: this release's table
+        SUPPORTED_PARAM_TYPES = supported_param_types()  # tagged_ops: this release's table
         for idx, (name, param) in enumerate(sig.parameters.items()):
             if not supported_param(param):
                 error_fn("We do not support positional-only args, varargs, or varkwargs.")
@@ -356,7 +354,7 @@ else:
         if annotation is inspect.Parameter.empty:
             error_fn("No return type annotation was provided. Please add one.")
 
-        return caps.parse_return(_normalize(annotation), error_fn)
+        return _parse_return_as_installed(_normalize(annotation), error_fn)
 
     def _infer_out_return_schema(
         return_annotation: Any,
@@ -422,7 +420,7 @@ else:
     def _scalar_type_default(dtype: torch.dtype) -> str:
         name = str(dtype)[len("torch.") :]
         try:
-            torch._C.parse_schema(f"f(ScalarType t={name}) -> ()")
+            _compat.parse_schema(f"f(ScalarType t={name}) -> ()")
             return name
         except RuntimeError:
             for number, candidate in enumerate(_SCALAR_TYPE_ORDER):

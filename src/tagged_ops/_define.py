@@ -1,0 +1,286 @@
+"""``define_inplace`` / ``define_out`` and ``declare_inplace`` / ``declare_out``: the public ways to make an op.
+
+Each defines (or defines again) an op in small named steps: the signature and 2.13's
+definition checks (``_signature``), the path (``_native`` where torch has the tags,
+else ``_fallback``), the user's kernels, then the handle (``_handle.follow``). A step
+that fails removes what the earlier ones registered, so the name is free again, and
+handles of an earlier definition refuse calls until the name is defined again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, overload
+
+from . import _by_name, _compat
+from ._contract import Kind
+from ._definition import Definition
+from ._fallback import FallbackDefinition
+from ._handle import Devices, TaggedOp, _device_list, follow
+from ._native import NativeDefinition
+from ._signature import define_signature
+from ._switches import fallback_forced
+
+__all__ = ["declare_inplace", "declare_out", "define_inplace", "define_out"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Fn = Callable[..., Any]
+Mutates = str | Iterable[str] | None
+
+if TYPE_CHECKING:
+    from typing_extensions import TypedDict, Unpack
+
+    class Options(TypedDict, total=False):
+        """The keyword arguments of ``define_inplace`` / ``define_out``."""
+
+        mutates_args: Mutates
+        device_types: Devices
+        schema: str | None
+        fallback: bool
+        compile_functional: bool
+
+    class OutOptions(Options, total=False):
+        """The keyword arguments of ``define_out``."""
+
+        pair: bool
+
+    Decorator = Callable[[Fn], "TaggedOp"]
+
+#: qualified name -> its current definition (replaced by a redefinition, which destroys the old one)
+_CURRENT: dict[str, Definition] = {}
+
+
+def _define(
+    kind: Kind,
+    name: str,
+    fn: Fn | None,
+    mutates_args: Mutates,
+    device_types: Devices,
+    schema: str | None,
+    *,
+    pair: bool = False,
+    classic_kernels: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> TaggedOp:
+    """Define the op from ``fn`` (its kernel on ``device_types``), or declare it from ``schema`` alone."""
+    sig = define_signature(fn, name, kind, mutates_args, schema)
+    native = _compat.NATIVE_TAGS and not fallback and not fallback_forced()
+    previous = _CURRENT.pop(name, None)
+    if previous is not None:
+        _by_name.withdraw(name)
+        previous.destroy()
+    options = {"pair": pair, "classic_kernels": classic_kernels, "compile_functional": compile_functional}
+    try:
+        if native:
+            definition: Definition = NativeDefinition(sig, **options)
+        else:
+            definition = FallbackDefinition(sig, forced=_compat.NATIVE_TAGS, **options)
+        try:
+            if fn is not None:
+                for device_type in _device_list(device_types):
+                    definition.kernels.set_kernel(_compat.dispatch_key_for(name, device_type), fn, classic=False)
+        except Exception:
+            definition.destroy()  # leave the name free for the next attempt
+            raise
+    except Exception as e:
+        follow(name, e, fn)
+        raise
+    _CURRENT[name] = definition
+    handle = follow(name, definition, fn)
+    assert handle is not None
+    return handle
+
+
+def _decorator_or_define(kind: Kind, name: str, fn: Fn | None, *args: Any, **kwargs: Any) -> Any:
+    if fn is None:
+        return lambda f: _define(kind, name, f, *args, **kwargs)
+    return _define(kind, name, fn, *args, **kwargs)
+
+
+@overload
+def define_inplace(name: str, fn: None = None, /, **options: Unpack[Options]) -> Decorator: ...
+@overload
+def define_inplace(name: str, fn: Fn, /, **options: Unpack[Options]) -> TaggedOp: ...
+def define_inplace(
+    name: str,
+    fn: Fn | None = None,
+    /,
+    *,
+    mutates_args: Mutates = None,
+    device_types: Devices = None,
+    schema: str | None = None,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> Any:
+    """Define an in-place op: it mutates its first positional Tensor and returns it.
+
+    Use it like ``torch.library.custom_op(name, tags=torch.Tag.inplace)``::
+
+        @tagged_ops.define_inplace("mylib::sin_")
+        def sin_(x: torch.Tensor) -> torch.Tensor:
+            x.sin_()
+            return x
+
+    ``mutates_args`` defaults to the first positional parameter and, when given,
+    must name exactly it. ``device_types`` restricts the kernel to those device
+    types (default: every device). ``schema`` overrides inference with a 2.13
+    tagged schema string such as ``"(Tensor(a!) x) -> Tensor(a!)"``.
+    On torch with native tags the op is registered with ``torch.Tag.inplace``;
+    elsewhere (or with ``TAGGED_OPS_FALLBACK=1``, or ``fallback=True`` for this op)
+    as an untagged mutable op, with the same observable behaviour through the
+    returned handle. ``fallback=True`` keeps the op's ``torch.ops`` schema classic on
+    every release: a library whose callers call ``torch.ops.ns.op.out(x, out)``
+    positionally keeps them working (see docs/adopting.md).
+
+    ``compile_functional=True``: compiled calls run the op on fresh tensors and copy
+    the results in (one extra buffer and copy per mutated tensor), instead of
+    letting Inductor write the caller's tensors in place. Inductor 2.3-2.14 can drop
+    a clone the op reads (``y = x.clone(); op(x, y)`` compiles to ``op(x, x)``,
+    pytorch/pytorch#198031): a kernel that reads its inputs after writing its
+    output then computes wrong values. ``tagged_ops.testing.check`` says whether
+    an op needs this; ``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` turns it on for every op.
+    """
+    return _decorator_or_define(
+        "inplace",
+        name,
+        fn,
+        mutates_args,
+        device_types,
+        schema,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
+
+
+@overload
+def define_out(name: str, fn: None = None, /, **options: Unpack[OutOptions]) -> Decorator: ...
+@overload
+def define_out(name: str, fn: Fn, /, **options: Unpack[OutOptions]) -> TaggedOp: ...
+def define_out(
+    name: str,
+    fn: Fn | None = None,
+    /,
+    *,
+    mutates_args: Mutates = None,
+    device_types: Devices = None,
+    schema: str | None = None,
+    pair: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> Any:
+    """Define an out= op: it writes keyword-only out buffers and returns them.
+
+    Use it like ``torch.library.custom_op(name, tags=torch.Tag.out)``::
+
+        @tagged_ops.define_out("mylib::sin_out")
+        def sin_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+            torch.sin(x, out=out)
+            return out
+
+    The out buffers are keyword-only ``Tensor`` parameters, written and never
+    read, returned in declaration order (one Tensor, or a tuple for several).
+    ``mutates_args`` defaults to every keyword-only ``Tensor`` parameter. Called
+    with grad mode on and an argument that requires grad, it raises, as 2.13 does.
+
+    ``pair``: on torch 2.13+, Inductor lowers compiled calls of a functional op
+    ``ns::op`` to a tagged ``ns::op.out`` beside it (its "out variant"), also in code
+    that never calls ``.out``. That lowering is broken for ``int[]`` and defaulted
+    arguments and ignores which devices ``.out`` has kernels for, so by default
+    (``pair=False``) tagged_ops keeps the two apart: the functional op compiles as it
+    did before ``.out`` was defined. ``pair=True`` lets Inductor pair them wherever
+    the lowering works on the installed torch (``.out`` has a kernel for every
+    device the functional op has one for, and a probe compile shows the op's
+    argument kinds pass intact); :attr:`TaggedOp.paired` says whether it does.
+    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`.
+    """
+    return _decorator_or_define(
+        "out",
+        name,
+        fn,
+        mutates_args,
+        device_types,
+        schema,
+        pair=pair,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
+
+
+def declare_inplace(
+    name: str,
+    schema: str,
+    /,
+    *,
+    classic_kernels: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> TaggedOp:
+    """Declare an in-place op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
+
+    Kernels come later, per device, through :meth:`TaggedOp.register_kernel` or
+    ``torch.library.register_kernel(name, device_type)``::
+
+        scale_ = tagged_ops.declare_inplace("mylib::scale_", "(Tensor(a!) x, float alpha) -> Tensor(a!)")
+
+        @scale_.register_kernel("cpu")
+        def _(x, alpha):
+            x.mul_(alpha)
+            return x
+
+    ``classic_kernels=True``: the op's kernels mutate and return None, as kernels of
+    untagged ops are written; the op still returns its first argument.
+    ``fallback`` and ``compile_functional`` as for :func:`define_inplace`. A call on a
+    device with no kernel raises the dispatcher's "Could not run".
+    """
+    return _define(
+        "inplace",
+        name,
+        None,
+        None,
+        None,
+        schema,
+        classic_kernels=classic_kernels,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )
+
+
+def declare_out(
+    name: str,
+    schema: str,
+    /,
+    *,
+    classic_kernels: bool = False,
+    pair: bool = False,
+    fallback: bool = False,
+    compile_functional: bool = False,
+) -> TaggedOp:
+    """Declare an out= op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
+
+    For libraries whose kernels live per device in backend modules::
+
+        dequant_out = tagged_ops.declare_out(
+            "mylib::dequant.out",
+            "(Tensor A, Tensor absmax, int[] shape, *, Tensor(a!) out) -> Tensor(a!)",
+            classic_kernels=True,  # the backends' kernels fill `out` and return None
+        )
+
+        @torch.library.register_kernel("mylib::dequant.out", "cuda")  # or dequant_out.register_kernel("cuda")
+        def _(A, absmax, shape, out):
+            ...
+
+    ``classic_kernels``, ``pair``, ``fallback`` and ``compile_functional`` as for
+    :func:`declare_inplace` and :func:`define_out`.
+    """
+    return _define(
+        "out",
+        name,
+        None,
+        None,
+        None,
+        schema,
+        classic_kernels=classic_kernels,
+        pair=pair,
+        fallback=fallback,
+        compile_functional=compile_functional,
+    )

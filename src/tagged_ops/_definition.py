@@ -1,0 +1,184 @@
+"""One definition of a tagged op: what both paths register, and what is left for the first trace.
+
+A definition registers, in small named steps, what an eager call needs: the op users
+call (``_native`` or ``_fallback`` says with which schema), its kernels, the kernel
+it has under torch.func's transforms, the fixes' definition-time kernels, and the
+handle's generated call. Everything only compiling needs (the untagged op compiled
+code records, the functional twin, the fixes' patches of torch's compiler, the
+compiled call) waits for :meth:`Definition.prepare`, which the first trace runs: the
+handle's call while Dynamo traces it, or any fake-tensor call of the op (a direct
+``torch.ops`` call under torch.compile, export, opcheck). Defining and calling ops
+eagerly imports none of torch's compiler.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from . import _compat, _fixes
+from ._autograd import make_autograd_call
+from ._codegen import make_binder, make_handle_call, set_compiled_call
+from ._contract import out_under_autograd
+from ._functional import FunctionalTwin
+from ._registration import Kernels, RegisteredOp
+from ._signature import OpSignature, Param
+from ._tracing import make_compiled_call
+from ._transforms import TRANSFORM_KEY, make_transform_kernel
+
+__all__ = ["Definition"]
+
+
+class Definition:
+    """The ops one definition registered, the user's kernels, and the handle's call.
+
+    Subclasses (the two paths) register :attr:`registered`, the op users call, and
+    say which untagged op compiled code records (:meth:`untagged`).
+    """
+
+    #: Registered with the native tag.
+    tagged: bool = False
+    #: Forced to the fallback where native tags exist.
+    forced_fallback: bool = False
+
+    def __init__(self, sig: OpSignature, *, pair: bool, classic_kernels: bool, compile_functional: bool) -> None:
+        self.sig = sig
+        self.pair = pair
+        #: Kernels registered without saying otherwise mutate and return None.
+        self.classic_kernels = classic_kernels
+        #: Compiled calls go through the functional twin.
+        self.compile_functional = compile_functional
+        self.kernels = Kernels()
+        self._functional: FunctionalTwin | None = None
+        self._prepared = False
+        self._compiled: Callable[..., None] | None = None
+        self.registered = self._register()
+        try:
+            self._register_transform_kernel(self.registered)
+            _fixes.at_definition(self)
+            self.call, self.bind = self._plan_calls()
+        except Exception:
+            self.destroy()
+            raise
+
+    def _register(self) -> RegisteredOp:
+        raise NotImplementedError
+
+    def _register_op(
+        self, opname: str, schema: str, order: tuple[Param, ...], tags: tuple[Any, ...], returns: bool
+    ) -> RegisteredOp:
+        """An op of this definition on the dispatcher, running the user's kernels."""
+        return RegisteredOp(
+            self.sig,
+            self.kernels,
+            opname=opname,
+            schema=schema,
+            schema_order=order,
+            tags=tags,
+            returns=returns,
+            on_trace=self.prepare,
+        )
+
+    def _register_transform_kernel(self, registered: RegisteredOp) -> None:
+        """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms``)."""
+        kernel = make_transform_kernel(
+            self.sig,
+            registered.op,
+            registered.schema_order,
+            returns=registered.returns,
+            functional=self.functional,
+            grad_error=functools.partial(RuntimeError, out_under_autograd(self.sig.packet)),
+        )
+        registered.put_kernel(TRANSFORM_KEY, kernel)
+
+    def _plan_calls(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """The handle's call and opcheck's binder: they only call the op registered above."""
+        sig, registered = self.sig, self.registered
+        autograd_call = make_autograd_call(sig, registered.op) if sig.kind == "inplace" else None
+        grad_error = functools.partial(RuntimeError, out_under_autograd(sig.packet)) if sig.kind == "out" else None
+        # Argument errors quote the 2.13 schema the handle takes, on the fallback too.
+        declaration = str(registered.op._schema) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
+
+        def prepare() -> bool:  # a plain function: Dynamo runs it for real (see make_handle_call)
+            return self._prepare_compiled_call()
+
+        call = make_handle_call(
+            sig, registered.op, registered.schema_order, autograd_call, prepare, grad_error, declaration=declaration
+        )
+        self._autograd_call = autograd_call
+        return call, make_binder(sig, registered.schema_order)
+
+    # -- what a fix sees (``_fixes.Op``) ----------------------------------------------
+
+    @property
+    def op(self) -> _compat.OpOverload:
+        """``torch.ops.<ns>.<name>``: the op users call."""
+        return self.registered.op
+
+    def untagged(self) -> tuple[_compat.OpOverload, tuple[Param, ...]]:
+        """The untagged op compiled code records, and its parameter order."""
+        registered = self._untagged_registered()
+        return registered.op, registered.schema_order
+
+    def _untagged_registered(self) -> RegisteredOp:
+        raise NotImplementedError
+
+    def functional(self) -> FunctionalTwin:
+        """The functional twin of :meth:`untagged`, defined on first use."""
+        if self._functional is None:
+            self._functional = FunctionalTwin(self._untagged_registered())
+        return self._functional
+
+    def recorded_ops(self) -> tuple[Any, ...]:
+        return (self.registered.op,)
+
+    def defined_names(self) -> tuple[str, ...]:
+        names = [self.registered.qualname]
+        if self._functional is not None:
+            names.append(self._functional.qualname)
+        return tuple(names)
+
+    def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
+        self.registered.put_kernel(key, kernel)
+
+    # -- the first trace -------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Make everything compiling needs, once: called at every trace, it does the work at the first."""
+        if self._prepared:
+            return
+        self._prepared = True
+        try:
+            self.untagged()
+            self.functional()
+            _fixes.at_first_trace(self)
+        except Exception:
+            self._prepared = False
+            raise
+
+    def _prepare_compiled_call(self) -> bool:
+        # Run for real while Dynamo traces the handle's call (a constant to Dynamo), before
+        # Dynamo reads the compiled call it sets.
+        if self._compiled is None:
+            self.prepare()
+            self._compiled = make_compiled_call(
+                self,
+                order=self.registered.schema_order,
+                functional=self.functional(),
+                autograd_call=self._autograd_call,
+                compile_functional=lambda: self.compile_functional,
+            )
+            set_compiled_call(self.call, self._compiled)
+        return True
+
+    def destroy(self) -> None:
+        """Remove every op this definition registered, before its name is defined again."""
+        _fixes.at_destroy(self)
+        if self._functional is not None:
+            self._functional.destroy()
+        self._destroy_ops()
+
+    def _destroy_ops(self) -> None:
+        registered = getattr(self, "registered", None)
+        if registered is not None:
+            registered.destroy()

@@ -1,0 +1,131 @@
+"""Workarounds for bugs in torch's compiler stack: one module per bug, installed when first needed.
+
+Each module here names the bug, the releases it was measured on, and the canary
+test that fails once torch fixes it; deleting a fix is deleting its module and
+its line in :data:`FIXES`. A fix hooks into an op's life through any of four
+functions of its module (a fix defines only those it needs):
+
+* ``at_definition(op)``: when the op is defined, for what must be in place before
+  anything traces it (a dispatcher kernel); cheap, and imports none of torch's compiler.
+* ``at_first_trace(op)``: the first time torch traces the op (Dynamo, export,
+  functionalization, a fake-tensor call); patches of torch's compiler go here.
+* ``at_destroy(op)``: the op's definition goes (a redefinition), so nothing the fix
+  keeps outlives it.
+* ``reroutes(op, values, written) -> bool``: asked while Dynamo traces a handle's
+  call (plain Python that Dynamo traces): True routes the call through the op's
+  functional twin (fresh tensors, then ``copy_``), which every compiler lowers.
+
+``op`` is the :class:`Op` protocol below; fixes import nothing of tagged_ops above
+the contract layer. Patches that act on torch as a whole wait for the module they
+patch to be imported (:func:`when_imported`): importing tagged_ops patches nothing.
+docs/ARCHITECTURE.md lists each fix and the private torch names it reads.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from .._signature import OpSignature, Param
+
+from ._after_import import when_imported
+
+__all__ = ["FIXES", "Op", "at_definition", "at_destroy", "at_first_trace", "reroutes", "when_imported"]
+
+
+class Twin(Protocol):
+    """The functional twin of an op (see ``_functional``): fresh results instead of writes."""
+
+    op: Any  # the twin's OpOverload
+    written: tuple[str, ...]  # the arguments its results stand for, in order
+
+    def write(self, values: dict[str, Any]) -> None: ...
+
+
+class Op(Protocol):
+    """What a fix sees of one op's definition."""
+
+    sig: OpSignature
+    #: Registered with the native tag (2.13+, not forced to the fallback).
+    tagged: bool
+    #: Forced to the fallback where native tags exist (``TAGGED_OPS_FALLBACK``, ``fallback=True``).
+    forced_fallback: bool
+    #: ``define_out(pair=...)``.
+    pair: bool
+
+    @property
+    def op(self) -> Any:
+        """The op users call, ``torch.ops.<ns>.<name>``."""
+
+    def untagged(self) -> tuple[Any, Sequence[Param]]:
+        """The untagged op compiled code records, and its parameter order (defined on first use)."""
+
+    def functional(self) -> Twin:
+        """The functional twin of :meth:`untagged` (defined on first use)."""
+
+    def recorded_ops(self) -> tuple[Any, ...]:
+        """Every op of this definition that a compiled graph may hold."""
+
+    def defined_names(self) -> tuple[str, ...]:
+        """Every op name this definition registered (``ns::name``), helpers included."""
+
+    def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
+        """Put ``kernel`` at dispatch key ``key`` of the op users call (None: remove it)."""
+
+
+def _fixes() -> tuple[ModuleType, ...]:
+    from . import (
+        compile_cache_key,
+        fx_signature_cache,
+        mutable_ops_on_2_2,
+        mutated_views_v1,
+        out_variant_pairing,
+        reads_before_writes,
+        returned_alias,
+    )
+
+    return (
+        returned_alias,
+        out_variant_pairing,
+        reads_before_writes,
+        compile_cache_key,
+        fx_signature_cache,
+        mutable_ops_on_2_2,
+        mutated_views_v1,
+    )
+
+
+#: The fixes, in the order their hooks run.
+FIXES: tuple[ModuleType, ...] = _fixes()
+
+
+def _hooks(name: str) -> list[Callable[..., Any]]:
+    return [hook for fix in FIXES if (hook := getattr(fix, name, None)) is not None]
+
+
+_AT_DEFINITION = _hooks("at_definition")
+_AT_FIRST_TRACE = _hooks("at_first_trace")
+_AT_DESTROY = _hooks("at_destroy")
+#: The ``reroutes`` hooks, for the compiled call to ask in turn.
+REROUTES: tuple[Callable[..., bool], ...] = tuple(_hooks("reroutes"))
+
+
+def at_definition(op: Op) -> None:
+    for hook in _AT_DEFINITION:
+        hook(op)
+
+
+def at_first_trace(op: Op) -> None:
+    for hook in _AT_FIRST_TRACE:
+        hook(op)
+
+
+def at_destroy(op: Op) -> None:
+    for hook in _AT_DESTROY:
+        hook(op)
+
+
+def reroutes(op: Op, values: dict[str, Any], written: list[Any]) -> bool:
+    """Whether any fix routes this traced call through the functional twin."""
+    return any(hook(op, values, written) for hook in REROUTES)

@@ -1,0 +1,64 @@
+"""Patches of torch's compiler wait for the module they patch: :func:`when_imported`."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any, Callable
+
+__all__ = ["when_imported"]
+
+_WAITING: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+
+def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
+    """Call ``install(module)`` once module ``name`` is imported: now if it is, else right after its import.
+
+    How a fix patches part of torch's compiler only in processes that load it: the
+    patch waits on ``sys.meta_path`` (a finder that answers for ``name`` alone and
+    leaves once it has), so eager code, which never imports that module, pays nothing.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        install(module)
+        return
+    if name not in _WAITING:
+        _WAITING[name] = []
+        sys.meta_path.insert(0, _AfterImport(name))
+    _WAITING[name].append(install)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the real loader of one module so that waiting patches run after it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # the real finders find it; this one is done
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _RunAfter(spec.loader, _WAITING.pop(fullname, []))
+        return spec
+
+
+class _RunAfter(importlib.abc.Loader):
+    def __init__(self, loader: Any, installs: list[Callable[[ModuleType], None]]) -> None:
+        self.loader = loader
+        self.installs = installs
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        for install in self.installs:
+            install(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_code, ... as the real loader
+        return getattr(self.loader, name)

@@ -1,0 +1,28 @@
+"""torch.fx caches a Python signature per op name and never drops it (every release).
+
+``normalize_function`` (Inductor, opcheck's schema test) caches one signature per op
+name and overload in ``torch.fx.operator_schemas._SCHEMA_TO_SIGNATURE_CACHE``, never
+invalidated: a name redefined with another schema (native <-> fallback in one
+process, an edited signature) was normalized with the old one.
+
+The fix: a definition that goes drops its names from that cache. Canary:
+tests/test_redefinition.py::test_redefinition_with_another_schema_compiles.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import Op
+
+
+def at_destroy(op: Op) -> None:
+    module = sys.modules.get("torch.fx.operator_schemas")
+    cache = getattr(module, "_SCHEMA_TO_SIGNATURE_CACHE", None)
+    if not isinstance(cache, dict):
+        return
+    for qualname in op.defined_names():
+        packet, _, overload = qualname.partition(".")
+        cache.pop((packet, overload), None)

@@ -1,0 +1,165 @@
+"""Defining and calling ops eagerly loads nothing of torch's compiler; the first trace prepares what compiling needs.
+
+As upstream's test_import_time does it: a fresh interpreter imports torch, then
+tagged_ops, defines and declares in-place and out= ops in every form (inferred,
+``schema=``, ``pair=True``, ``compile_functional=True``, classic kernels), calls them
+through their handles and through ``torch.ops``, and reports which of torch's
+modules that loaded. Compared with the classic pattern (``Library.define`` +
+``impl`` + ``register_fake``, called through ``torch.ops``) in another fresh
+interpreter. Then the same process compiles and exports once, and the results are
+checked (the first trace defines the helpers and installs the fixes).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import tagged_ops
+
+from ._subprocess import env_for_path
+
+#: What compiling loads; eager use of tagged ops must load none of it.
+COMPILER = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "torch._functorch.aot_autograd")
+
+#: Loaded by the definition of a fallback op with a defaulted parameter on releases whose
+#: ``import torch`` does not load it: the probe of 2.2's functionalization bug reads it
+#: (tagged_ops._compat.schema_defaults_survive_functionalization). One small module.
+FALLBACK_DEFAULTS_PROBE = "torch._higher_order_ops.auto_functionalize"
+
+_CLASSIC = r"""
+import json, sys
+import torch
+before = set(sys.modules)
+fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+lib = torch.library.Library("classic_probe", "DEF")
+lib.define("scale_(Tensor(a!) x, float alpha=2.0) -> ()")
+lib.define("sin_out(Tensor x, Tensor(a!) out) -> ()")
+def scale_(x, alpha=2.0):
+    x.mul_(alpha)
+def sin_out(x, out):
+    torch.sin(x, out=out)
+lib.impl("scale_", scale_, "CompositeExplicitAutograd")
+lib.impl("sin_out", sin_out, "CompositeExplicitAutograd")
+fake("classic_probe::scale_", lambda x, alpha=2.0: None, lib=lib)
+fake("classic_probe::sin_out", lambda x, out: None, lib=lib)
+x = torch.randn(4)
+torch.ops.classic_probe.scale_(x)
+torch.ops.classic_probe.scale_(x, 3.0)
+torch.ops.classic_probe.sin_out(x, torch.empty(4))
+print(json.dumps({"before": sorted(before), "after": sorted(sys.modules)}))
+"""
+
+_TAGGED = r"""
+import json, sys
+import torch
+before = set(sys.modules)
+import tagged_ops
+from torch import Tensor
+
+@tagged_ops.define_inplace("free_probe::scale_")
+def scale_(x: Tensor, alpha: float = 2.0) -> Tensor:
+    return x.mul_(alpha)
+
+@tagged_ops.define_out("free_probe::sin_out")
+def sin_out(x: Tensor, *, out: Tensor) -> Tensor:
+    return torch.sin(x, out=out)
+
+def neg(x, *, out):
+    return torch.neg(x, out=out)
+
+neg_out = tagged_ops.define_out("free_probe::neg.out", neg, schema="(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", pair=True)
+lib = torch.library.Library("free_probe", "FRAGMENT")  # neg.out's functional op, as a library has it
+lib.define("neg(Tensor x) -> Tensor")
+lib.impl("neg", lambda x: -x, "CompositeExplicitAutograd")
+
+@tagged_ops.define_out("free_probe::cos_out", compile_functional=True)
+def cos_out(x: Tensor, *, out: Tensor) -> Tensor:
+    return torch.cos(x, out=out)
+
+halve_ = tagged_ops.declare_inplace("free_probe::halve_", "(Tensor(a!) x) -> Tensor(a!)", classic_kernels=True)
+def halve_kernel(x):
+    x.mul_(0.5)
+
+halve_.register_kernel("cpu", halve_kernel)
+double_out = tagged_ops.declare_out("free_probe::double_out", "(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+double_out.register_kernel(None, lambda x, *, out: torch.mul(x, 2, out=out))
+
+x, o = torch.ones(4), torch.empty(4)
+calls = [
+    (scale_, (x,), {}), (scale_, (x, 3.0), {}), (sin_out, (x,), {"out": o}), (neg_out, (x,), {"out": o}),
+    (cos_out, (x,), {"out": o}), (halve_, (x,), {}), (double_out, (x,), {"out": o}),
+]
+for op, args, kwargs in calls:
+    op(*args, **kwargs)
+    op_args, op_kwargs = op.to_op_arguments(*args, **kwargs)
+    op.opoverload(*op_args, **op_kwargs)  # the torch.ops call, in the registered op's form
+eager = {"before": sorted(before), "after": sorted(sys.modules), "native": scale_.is_native}
+
+# The first trace: compiled and exported results as eager's.
+def f(x, o):
+    scale_(x)
+    sin_out(x, out=o)
+    c = cos_out(o, out=torch.empty_like(o))
+    double_out(c, out=o)
+    return halve_(o) + neg_out(x, out=torch.empty_like(x))
+
+xe, oe = torch.randn(5), torch.empty(5)
+expected = f(xe.clone(), oe.clone())
+xc, oc = xe.clone(), oe.clone()
+compiled = torch.compile(f, fullgraph=True)(xc, oc)
+torch.testing.assert_close(compiled, expected)
+torch.testing.assert_close(xc, xe * 2)
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.ones(3))
+    def forward(self, x):
+        scale_(self.state)
+        return sin_out(x, out=torch.empty_like(x)) + self.state
+
+m = M()
+exported = torch.export.export(m, (torch.zeros(3),)).module()
+torch.testing.assert_close(exported(torch.zeros(3)), torch.full((3,), 2.0))
+print(json.dumps(eager))
+"""
+
+
+def _run(code: str, *, fallback: bool) -> dict[str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env_for_path(fallback=fallback)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _loaded(run: dict[str, list[str]]) -> set[str]:
+    return set(run["after"]) - set(run["before"])
+
+
+@pytest.mark.usefixtures("sets_the_fallback_switch_itself")
+def test_defining_and_calling_ops_loads_no_more_of_torch_than_the_classic_pattern(path: str) -> None:
+    fallback = path == "fallback"
+    tagged = _run(_TAGGED, fallback=fallback)
+    assert tagged["native"] == (path == "native")
+    classic = _run(_CLASSIC, fallback=fallback)
+    loaded = {m for m in _loaded(tagged) if m == "torch" or m.startswith("torch.")}
+    assert not loaded & set(COMPILER), sorted(loaded & set(COMPILER))
+    assert not set(COMPILER) & (set(tagged["after"]) - set(classic["after"]))
+    extra = loaded - _loaded(classic)  # torch's modules that tagged_ops loads and the classic pattern does not
+    allowed = {FALLBACK_DEFAULTS_PROBE} if fallback or not tagged_ops.NATIVE_TAGS else set()
+    assert extra <= allowed, sorted(extra - allowed)
+
+
+def test_the_compiler_modules_named_here_exist() -> None:
+    """A rename upstream must fail here, not make the test above pass vacuously."""
+    import importlib.util
+
+    for name in COMPILER:
+        assert importlib.util.find_spec(name) is not None, name
+    assert torch.__version__  # the torch under test

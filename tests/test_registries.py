@@ -1,0 +1,80 @@
+"""tagged_ops' process-wide registries stay bounded however often ops are defined again (a module reload).
+
+docs/ARCHITECTURE.md lists each registry, where it lives, and how it is emptied;
+this test defines two ops a hundred times, compiling every tenth time, and checks
+that each registry ends the size it started at, except the one that keeps every
+op object on purpose (``_anchor._PYTHON_OPS``), which grows by the ops each
+definition registered.
+"""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import sys
+from typing import Any
+
+import pytest
+import torch
+
+import tagged_ops
+from tagged_ops import _anchor, _by_name, _codegen, _compat, _define, _handle
+from tagged_ops._fixes import _after_import, out_variant_pairing, reads_before_writes
+from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+
+
+def _sizes() -> dict[str, int]:
+    return {
+        "_define._CURRENT": len(_define._CURRENT),
+        "_handle._HANDLES": sum(len(handles) for handles in _handle._HANDLES.values()),
+        "_by_name._ENTRIES": len(_by_name._ENTRIES),
+        "torch OPDEFS": len(_compat.OPDEFS or {}),
+        "_anchor._ANCHORS": len(_anchor._ANCHORS),
+        "out_variant_pairing._PAIR": len(out_variant_pairing._PAIR),
+        "reads_before_writes._INSTALLED": len(reads_before_writes._INSTALLED),
+        "reads_before_writes._PENDING": len(reads_before_writes._PENDING),
+        "_after_import._WAITING": len(_after_import._WAITING),
+        "sys.meta_path": len(sys.meta_path),
+        "_codegen._CODE": len(_codegen._CODE),
+        "linecache (generated code)": sum(1 for name in linecache.cache if name.startswith("<tagged_ops")),
+    }
+
+
+def _define_ops(ns: str) -> tuple[Any, Any]:
+    @tagged_ops.define_out(f"{ns}::sin.out", pair=True)
+    def sin_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x, out=out)
+
+    @tagged_ops.define_inplace(f"{ns}::sin_")
+    def sin_(x: torch.Tensor) -> torch.Tensor:
+        return x.sin_()
+
+    return sin_out, sin_
+
+
+def _compile(ops: tuple[Any, Any]) -> None:
+    sin_out, sin_ = ops
+    torch.compiler.reset()
+    x = torch.randn(3)
+    result = torch.compile(lambda x, o: sin_(sin_out(x, out=o)), fullgraph=True)(x, torch.empty(3))
+    torch.testing.assert_close(result, x.sin().sin())
+
+
+def test_redefinitions_leave_every_registry_its_size(path: str, ns: str) -> None:
+    if not compiler_lowers_mutable_ops():
+        pytest.skip(f"torch {torch.__version__}'s Inductor compiles no mutable op: the lowering fix never installs")
+    ops = _define_ops(ns)
+    _compile(ops)
+    gc.collect()
+    before, kept = _sizes(), len(_anchor._PYTHON_OPS)
+    for i in range(100):
+        ops = _define_ops(ns)
+        if i % 10 == 0:
+            _compile(ops)
+    ops = _define_ops(ns)
+    _compile(ops)  # the same state as before the loop: defined, then compiled once
+    gc.collect()
+    assert _sizes() == before
+    # one Python op object per op each definition registered (the op, and from its first trace
+    # its helpers), kept because a dispatcher entry may hold it without a reference
+    assert 0 < len(_anchor._PYTHON_OPS) - kept <= 101 * 2 * 3
