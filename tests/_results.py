@@ -56,7 +56,7 @@ AREAS = {
 
 _AREA_PATH = "tagged_ops_area_path"
 #: properties tests record about this torch (``record_property``), written to the results file
-FACTS = ("compiler_drops_a_read_clone", "private_names")
+FACTS = ("compiler_drops_a_read_clone", "private_names", "torch_gets_wrong")
 
 
 class ResultsRecorder:

@@ -1,11 +1,11 @@
-"""Inductor 2.3-2.14 drops a clone an op reads (pytorch/pytorch#198031); ``compile_functional`` avoids it.
+"""Inductor 2.3-2.14 drops a clone an op reads (pytorch/pytorch#198031); tagged_ops keeps it.
 
-``y = x.clone(); op(y, out=x)`` compiles to ``op(x, x)``: a kernel that reads its
-input after writing its output then computes wrong values. Upstream's bug, met
-through our ops; ``compile_functional=True`` (or ``TAGGED_OPS_COMPILE_FUNCTIONAL=1``)
-routes compiled calls through the functional twin, which writes fresh tensors.
-Which releases have the hazard is measured here on a raw op and recorded for
-compat_matrix.md.
+``y = x.clone(); op(y, out=x)`` compiles to ``op(x, x)`` with a raw op: a kernel that
+reads its input after writing its output then computes wrong values. tagged_ops'
+ops compile it right by default (tagged_ops/_fixes/clone_of_written_value.py), and
+with ``compile_functional=True`` (or ``TAGGED_OPS_COMPILE_FUNCTIONAL=1``), which routes
+compiled calls through the functional twin. Which releases have the hazard is
+measured on a raw op and recorded for compat_matrix.md.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _compat as caps
 
+from ._raw_programs import torch_gets_wrong
 from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns
 
 CLONE_DROP_FACT = "compiler_drops_a_read_clone"  # recorded for compat_matrix.md (tests/_results.py)
@@ -96,49 +96,18 @@ def test_compile_functional_compiles_clone_patterns_right(
             raise AssertionError(f"pattern {name}: {e}") from None
 
 
-def _raw_op_drops_the_clone(ns: str) -> bool | None:
-    """Compile ``y = x.clone(); op(y, x)`` with a classic op (no tagged_ops); None: it does not compile here."""
-    lib = torch.library.Library(ns, "FRAGMENT")
-    try:
-        lib.define("raw_rev(Tensor src, Tensor(a!) out) -> ()")
-        lib.impl("raw_rev", lambda src, out: _reverse_into(out, src), "CompositeExplicitAutograd")
-        caps.register_fake(f"{ns}::raw_rev", lambda src, out: None, lib=lib)
-        op = getattr(torch.ops, ns).raw_rev.default
-
-        def f(x: Tensor) -> Tensor:
-            y = x.clone()
-            op(y, x)
-            return x
-
-        expected = f(torch.arange(12.0).reshape(4, 3).clone())
-        torch._dynamo.reset()
-        try:
-            got = torch.compile(f, fullgraph=True)(torch.arange(12.0).reshape(4, 3).clone())
-        except Exception:  # 2.2: Inductor cannot lower a mutating custom op
-            return None
-        return not torch.equal(got, expected)
-    finally:
-        caps.destroy_library(lib)
-
-
-def test_the_hazard_is_torchs_and_is_recorded(
+def test_clone_patterns_compile_right_by_default(
     path: str, ns: str, record_property: Callable[[str, object], None]
 ) -> None:
-    """Without the switch, tagged_ops' ops compile the clone pattern exactly as well as a raw op does.
+    """Without compile_functional, the clone patterns compile to eager's values (tagged_ops/_fixes/clone_of_written_value.py).
 
-    Records whether this torch drops the clone (compat_matrix.md's section on it).
+    Records whether this torch drops the clone with a raw op (measured in a fresh
+    process, where no fix is installed), for compat_matrix.md.
     """
-    raw_drops = _raw_op_drops_the_clone(f"{ns}_raw")
-    record_property(CLONE_DROP_FACT, raw_drops)
+    record_property(CLONE_DROP_FACT, torch_gets_wrong()["clone, then out= into the source (pytorch#198031)"])
     rev_out, rev_from_ = _reverse_ops(ns)
-    patterns = _clone_patterns(rev_out, rev_from_)
-    for name in ("out-from-clone", "inplace-from-clone"):  # the raw op's pattern, on a graph input
-        fn, make = patterns[name]
-        if raw_drops is None:  # the twin compiles every call here (2.2): right
+    for name, (fn, make) in _clone_patterns(rev_out, rev_from_).items():
+        try:
             assert_compiled_matches_eager(fn, make)
-            continue
-        x = make()[0]
-        expected = fn(x.clone())
-        torch._dynamo.reset()
-        ours_drops = not torch.equal(torch.compile(fn, fullgraph=True)(x), expected)
-        assert ours_drops == raw_drops, f"pattern {name}: tagged_ops {ours_drops}, raw op {raw_drops}"
+        except AssertionError as e:
+            raise AssertionError(f"pattern {name}: {e}") from None

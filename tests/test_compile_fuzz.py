@@ -43,7 +43,6 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
-from tagged_ops import _compat as caps
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -351,3 +350,158 @@ def _one_program_at_a_time(
             f"{label}: programs {compared} compiled as they ran; Inductor refused programs {refused} "
             "loudly (auto_functionalized_v2 with a symbolic slice; torch's, raw custom ops too)"
         )
+
+
+# -- 2-D programs: writes to inputs that require grad, transposed and strided views, clones ---------
+#
+# Each program first writes (through the ops and ATen's in-place ops) inputs, views of them
+# and intermediates that require no grad, writes the leaf ``w`` (which requires grad) only
+# under torch.no_grad() or through ``w.detach()``, clones values before writing them, and
+# then computes a loss through ``w`` and what was written; compiled and eager must agree on
+# every value, every input after the call, and ``w``'s gradient. These found the patterns of
+# tests/test_compile_right_by_default.py (a saved tensor's memory reused by the backward, a
+# dropped clone). ``TAGGED_OPS_FUZZ_2D_SEEDS`` runs more batches (the suite runs one).
+
+BATCH_SEEDS_2D = _seeds(os.environ.get("TAGGED_OPS_FUZZ_2D_SEEDS", "0"))
+PROGRAMS_PER_BATCH_2D = 6
+ROWS, COLS = 4, 6
+
+
+@dataclass(frozen=True)
+class _Var2D:
+    name: str
+    shape: tuple[int, ...]
+    base: str  # the tensor whose memory this one is
+    grad: bool  # requires grad
+    contiguous: bool
+
+
+class _Program2D:
+    def __init__(self, rng: random.Random, prefix: str, direct_calls: bool) -> None:
+        self.rng, self.prefix, self.direct_calls = rng, prefix, direct_calls
+        self.inputs = [f"{prefix}w", f"{prefix}x", f"{prefix}z"]  # w requires grad; z is transposed in shape
+        w, x, z = self.inputs
+        self.vars = [
+            _Var2D(w, (ROWS, COLS), w, True, True),
+            _Var2D(x, (ROWS, COLS), x, False, True),
+            _Var2D(z, (COLS, ROWS), z, False, True),
+        ]
+        self.lines: list[str] = []
+        self.results: list[str] = []
+        self._count = 0
+
+    def _fresh(self) -> str:
+        self._count += 1
+        return f"{self.prefix}t{self._count}"
+
+    def _view(self, a: _Var2D) -> tuple[str, tuple[int, ...], bool] | None:
+        r, c = a.shape
+        choices = [(".t()", (c, r), False), ("[1:3]", (2, c), a.contiguous), ("[:, ::2]", (r, (c + 1) // 2), False)]
+        choices.append((f".narrow(1, 1, {c - 2})", (r, c - 2), False))
+        text, shape, contiguous = self.rng.choice(choices)
+        return (text, shape, contiguous) if min(shape) > 0 else None
+
+    def _writes(self, target: _Var2D, *, no_grad: bool = False) -> str:
+        """A statement writing ``target`` from another tensor of its shape (or itself scaled).
+
+        Outside no_grad the source requires no grad (an out= op refuses one, and an in-place
+        write from one would put the target behind a node whose backward raises)."""
+        rng = self.rng
+        sources = [
+            v for v in self.vars if v.shape == target.shape and v.base != target.base and (no_grad or not v.grad)
+        ]
+        src = rng.choice(sources).name if sources else None
+        direct = self.direct_calls and target.contiguous and rng.random() < 0.3
+        kind = rng.choice(["axpy_", "sin_out", "aten"] if src else ["sin_", "aten"])
+        if kind == "axpy_":
+            return f"axpy_{'_direct' if direct else ''}({target.name}, {src})"
+        if kind == "sin_out":
+            return f"sin_out{'_direct' if direct else ''}({src}, out={target.name})"
+        if kind == "sin_":
+            return f"sin_{'_direct' if direct else ''}({target.name})"
+        return f"{target.name}.mul_(0.5).add_({src})" if src else f"{target.name}.mul_(-1)"
+
+    def write_phase(self, steps: int) -> None:
+        rng = self.rng
+        for _ in range(steps):
+            a = rng.choice(self.vars)
+            action = rng.choice(["view", "view", "detach", "clone", "write", "write", "write"])
+            if action == "view":
+                view = self._view(a)
+                if view is not None:
+                    name = self._fresh()
+                    self.lines.append(f"{name} = {a.name}{view[0]}")
+                    self.vars.append(_Var2D(name, view[1], a.base, a.grad, view[2]))
+            elif action == "detach":
+                name = self._fresh()
+                self.lines.append(f"{name} = {a.name}.detach()")
+                self.vars.append(_Var2D(name, a.shape, a.base, False, a.contiguous))
+            elif action == "clone":
+                name = self._fresh()
+                self.lines.append(f"{name} = {a.name}.clone()")
+                self.vars.append(_Var2D(name, a.shape, name, a.grad, True))
+                if not a.grad:
+                    self.results.append(name)  # the clone's value, compared after later writes of its source
+            elif not a.grad:  # writable as it is
+                self.lines.append(self._writes(a))
+            elif a.base == self.inputs[0]:  # w or a view of it: only under no_grad
+                self.lines += ["with torch.no_grad():", f"    {self._writes(a, no_grad=True)}"]
+
+    def loss_phase(self) -> None:
+        """A loss through ``w`` and what the writes left: the backward reads the written values."""
+        w, x, z = self.inputs
+        written = [v.name for v in self.vars if not v.grad and v.shape == (ROWS, COLS)]
+        other = self.rng.choice(written) if written else x
+        self.lines.append(f"{self.prefix}loss = ({w}.sin() * {other} + {w} * {z}.t()).sum()")
+        self.results.append(f"{self.prefix}loss")
+
+
+def _batch_2d(seed: int, direct_calls: bool) -> tuple[str, list[tuple[str, int]]]:
+    rng = random.Random(seed)
+    body: list[str] = []
+    params: list[str] = []
+    results: list[str] = []
+    programs: list[tuple[str, int]] = []
+    for i in range(PROGRAMS_PER_BATCH_2D):
+        program = _Program2D(rng, f"p{i}_", direct_calls)
+        program.write_phase(rng.randint(5, 9))
+        program.loss_phase()
+        params += program.inputs
+        body += program.lines
+        results += program.results
+        programs.append(("\n".join(program.lines + [f"return {', '.join(program.results)}"]), len(program.results)))
+    src = f"def batch({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
+    src += f"    return ({', '.join(results)},)\n"
+    return src, programs
+
+
+@pytest.mark.parametrize("seed", BATCH_SEEDS_2D)
+def test_random_2d_programs_with_grads_compile_as_they_run(path: str, ns: str, seed: int) -> None:
+    namespace: dict[str, Any] = {"torch": torch, **_ops(ns, "defined")}
+    src, programs = _batch_2d(seed, direct_calls=compiler_lowers_mutable_ops())
+    exec(compile(src, f"<fuzz 2-D batch {seed}>", "exec"), namespace)
+    batch = namespace["batch"]
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(ROWS, COLS), (ROWS, COLS), (COLS, ROWS)] * PROGRAMS_PER_BATCH_2D
+    made = [torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in shapes]
+
+    def run(fn: Callable[..., Any]) -> tuple[list[Tensor], list[Tensor], list[Tensor | None]]:
+        args = [t.clone().requires_grad_(i % 3 == 0) for i, t in enumerate(made)]  # every program's w
+        out = list(fn(*args))
+        losses = [t for t in out if t.requires_grad]
+        torch.autograd.backward(losses)
+        return [t.detach() for t in out], [a.detach() for a in args], [a.grad for a in args]
+
+    expected = run(batch)
+    torch.compiler.reset()
+    got = run(torch.compile(batch, fullgraph=True))
+    start = 0
+    for i, (program, count) in enumerate(programs):
+        inputs = slice(i * 3, (i + 1) * 3)
+        _assert_as_eager(
+            f"2-D batch {seed}, program {i}",
+            program,
+            (got[0][start : start + count], got[1][inputs], got[2][inputs]),
+            (expected[0][start : start + count], expected[1][inputs], expected[2][inputs]),
+        )
+        start += count

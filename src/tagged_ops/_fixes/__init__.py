@@ -76,7 +76,9 @@ class Op(Protocol):
 
 def _fixes() -> tuple[ModuleType, ...]:
     from . import (
+        clone_of_written_value,
         compile_cache_key,
+        donated_buffers,
         fx_signature_cache,
         mutable_ops_on_2_2,
         mutated_views_v1,
@@ -89,6 +91,8 @@ def _fixes() -> tuple[ModuleType, ...]:
         returned_alias,
         out_variant_pairing,
         reads_before_writes,
+        clone_of_written_value,
+        donated_buffers,
         compile_cache_key,
         fx_signature_cache,
         mutable_ops_on_2_2,

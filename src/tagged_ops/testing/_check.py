@@ -90,9 +90,10 @@ def check(
     * ``compile``: ``torch.compile(fullgraph=True)`` gives the eager effect;
     * ``compile-clone`` (with ``compile``, first sample of each example): so does
       ``y = m.clone(); op(..., y, ...)`` for each read Tensor ``y`` shaped like a
-      mutated ``m``. Inductor 2.3-2.14 drops that clone (pytorch/pytorch#198031),
-      which a kernel that reads ``y`` after writing ``m`` turns into wrong values;
-      the failure says to define the op with ``compile_functional=True``;
+      mutated ``m``. Inductor 2.3-2.14 drops that clone with raw ops
+      (pytorch/pytorch#198031), which a kernel that reads ``y`` after writing ``m``
+      turns into wrong values; tagged_ops keeps it, and a failure here says how to
+      avoid it (``compile_functional=True``) until that is fixed;
     * ``export`` (opt-in): an exported module calling the op gives the eager effect.
 
     Raises AssertionError with one line per (sample, stage) that failed;
@@ -433,6 +434,6 @@ def _check_compile_clone(op: TaggedOp, sample: Sample, slot: Slot, index: int) -
         if (diff := _same(g, want)) is not None:
             raise AssertionError(  # the remedy first: _brief keeps 300 characters
                 f"compiled `{name} = {op.mutated_args[index]}.clone(); op(...)` differs from eager in "
-                f"'{mutated_name}': Inductor dropped the clone (pytorch/pytorch#198031); define the op with "
-                f"compile_functional=True. {diff}"
+                f"'{mutated_name}': Inductor dropped the clone (pytorch/pytorch#198031), which tagged_ops should "
+                f"keep (please report it); defining the op with compile_functional=True avoids it. {diff}"
             )

@@ -1,0 +1,111 @@
+"""Programs over raw custom ops (no tagged_ops), compiled in a fresh process: does torch still get them wrong?
+
+The canaries of tagged_ops' fixes (``tagged_ops/_fixes/``): a fix patches torch
+process-wide at its first trace, so torch's own behaviour is measured where
+tagged_ops was never imported. Each program runs eager and compiled
+(``fullgraph=True``); the answer per program is True (compiled differs from eager:
+the bug is there), False, or None (it does not compile on this torch).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+_PRELUDE = r"""
+import json, sys
+import torch
+fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+lib = torch.library.Library("raw_programs", "DEF")
+lib.define("axpby_(Tensor(a!) w, Tensor x, float a) -> ()")
+lib.define("mix(Tensor a, Tensor b, Tensor(a!) out) -> ()")
+lib.define("rev(Tensor src, Tensor(a!) out) -> ()")
+def axpby_(w, x, a):
+    w.mul_(a).add_(x)
+def mix(a, b, out):
+    torch.add(a, b * 2, out=out)
+def rev(src, out):
+    n = src.shape[0]
+    for i in range(n):  # writes out[i] before reading src[n - 1 - i]
+        out[i] = src[n - 1 - i]
+for name, fn in (("axpby_", axpby_), ("mix", mix), ("rev", rev)):
+    lib.impl(name, fn, "CompositeExplicitAutograd")
+fake("raw_programs::axpby_", lambda w, x, a: None, lib=lib)
+fake("raw_programs::mix", lambda a, b, out: None, lib=lib)
+fake("raw_programs::rev", lambda src, out: None, lib=lib)
+ops = torch.ops.raw_programs
+
+def differs(program, make):
+    runs = []
+    for how in ("eager", "compiled"):
+        torch.compiler.reset()
+        args = make()
+        fn = program if how == "eager" else torch.compile(program, fullgraph=True)
+        try:
+            out = fn(*args)
+        except Exception:
+            if how == "compiled":
+                return None
+            raise
+        if out.requires_grad:
+            out.sum().backward()
+        runs.append([out.detach(), *[a.detach() for a in args], *[a.grad for a in args if a.grad is not None]])
+    return not all(torch.allclose(a, b) for a, b in zip(*runs))
+"""
+
+#: name -> source of ``program(*args)`` and of ``make()`` (fresh inputs, the same each time)
+PROGRAMS: dict[str, tuple[str, str]] = {
+    # _fixes/donated_buffers.py
+    "write a leaf under no_grad, then backward through it": (
+        "def program(x, w):\n"
+        "    with torch.no_grad():\n"
+        "        ops.axpby_.default(w, x, 0.5)\n"
+        "    return (w.sin() * x).sum()\n",
+        "lambda: (torch.ones(4, 3), torch.full((4, 3), 2.0).requires_grad_())",
+    ),
+    "write an out buffer through detach, then backward through it": (
+        "def program(x, w):\n    wd = w.detach()\n    ops.mix.default(wd, wd, x)\n    return (w.sin() * x).sum()\n",
+        "lambda: (torch.ones(4, 3), torch.full((4, 3), 2.0).requires_grad_())",
+    ),
+    # _fixes/clone_of_written_value.py
+    "clone, then write the source": (
+        "def program(x, z):\n"
+        "    ops.axpby_.default(x, z, 1.0)\n"
+        "    y = x.clone()\n"
+        "    ops.axpby_.default(x, y, 0.5)\n"
+        "    return y\n",
+        "lambda: (torch.arange(12.0).reshape(4, 3), torch.ones(4, 3))",
+    ),
+    "clone, then out= into the source (pytorch#198031)": (
+        "def program(x, z):\n    y = x.clone()\n    ops.rev.default(y, x)\n    return x * 1\n",
+        "lambda: (torch.arange(12.0).reshape(4, 3), torch.ones(4, 3))",
+    ),
+    # torch's own (tests/test_compile_right_by_default.py): plain ATen, and a raw custom op
+    "x0.copy_(x1), then ATen writes x1 reading x0": (
+        "def program(x0, x1):\n    x0.copy_(x1)\n    x1.mul_(0.5).add_(x0)\n    return torch.ones(1) + 0\n",
+        "lambda: (torch.zeros(4, 3), torch.arange(12.0).reshape(4, 3))",
+    ),
+    "x0.copy_(x1), then an op writes x1 reading x0": (
+        "def program(x0, x1):\n    x0.copy_(x1)\n    ops.axpby_.default(x1, x0, 0.5)\n    return torch.ones(1) + 0\n",
+        "lambda: (torch.zeros(4, 3), torch.arange(12.0).reshape(4, 3))",
+    ),
+}
+
+DONATED = (
+    "write a leaf under no_grad, then backward through it",
+    "write an out buffer through detach, then backward through it",
+)
+CLONES = ("clone, then write the source", "clone, then out= into the source (pytorch#198031)")
+COPY_THEN_WRITE = ("x0.copy_(x1), then ATen writes x1 reading x0", "x0.copy_(x1), then an op writes x1 reading x0")
+
+
+def torch_gets_wrong() -> dict[str, bool | None]:
+    """Each program of :data:`PROGRAMS`: does this torch compile it to other values than eager?"""
+    lines = [_PRELUDE, "result = {}"]
+    for name, (program, make) in PROGRAMS.items():
+        lines += [program, f"result[{name!r}] = differs(program, {make})"]
+    lines.append("print(json.dumps(result))")
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
