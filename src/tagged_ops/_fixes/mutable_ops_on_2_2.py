@@ -24,9 +24,16 @@ if TYPE_CHECKING:
 
 @functools.cache
 def compiler_lowers_mutable_ops() -> bool:
-    """Whether Inductor compiles a mutating custom op (lowers ``auto_functionalized``)."""
-    lowering = importlib.import_module("torch._inductor.lowering")
+    """Whether Inductor compiles a mutating custom op (lowers ``auto_functionalized``).
+
+    ``auto_functionalized_v2`` came with Inductor's lowering of it (2.6): where it exists the
+    answer needs no import of Inductor, which torch loads only when it compiles (seconds, at
+    trace time). Before it, Inductor itself is asked (torch.compile has loaded it by then).
+    """
     module = importlib.import_module("torch._higher_order_ops.auto_functionalize")
+    if hasattr(module, "auto_functionalized_v2"):
+        return True
+    lowering = importlib.import_module("torch._inductor.lowering")
     hop = getattr(module, "auto_functionalized", None)
     return hop is not None and hop in lowering.lowerings
 
