@@ -4,6 +4,7 @@
     nox -t ci                           # what CI runs (tools/releases.py: 2.2.2, 2.4.1, 2.12.1, 2.13.0 both
                                         # paths, newest; the build; lint)
     nox -s build                        # sdist and wheel, checked; the wheel's self-check in a fresh env
+    nox -s docs                         # the documentation site (docs/_build/html), its examples run
     nox -s tests-next                   # torch's next release from a pre-release index (TAGGED_OPS_TORCH_INDEX_URL)
     nox -s "tests-2.4.1"                # one release; extra pytest args after --:
     nox -s "tests-2.4.1" -- -k compile
@@ -292,6 +293,24 @@ def build(session: nox.Session) -> None:
         external=True,
     )
     session.run(python, "-m", "tagged_ops", external=True)
+
+
+DOCS_DEPS = ["sphinx>=7", "myst-parser>=3", "furo", "numpy"]
+
+
+@nox.session(name="docs", python=PYTHON[TOOLING_RELEASE], tags=["ci"])
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/_build/html): Sphinx with warnings as errors, every example run."""
+    session.install(f"torch=={TOOLING_RELEASE}", *DOCS_DEPS)
+    session.install("--no-deps", "-e", str(ROOT))
+    out = ROOT / "docs" / "_build"
+    session.run("python", "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out / "html"))
+    # the examples in the API reference's docstrings, against the torch installed here
+    session.run("python", "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "doctest", "docs", str(out / "doctest"))
+    pages = {p.stem for p in (out / "html").glob("*.html")}
+    missing = {"index", "quickstart", "api", "adopting", "testing", "compatibility", "differences", "hazards"} - pages
+    if missing:
+        session.error(f"pages not built: {', '.join(sorted(missing))}")
 
 
 @nox.session(name="compat_matrix", python=False)

@@ -1,7 +1,7 @@
 """Shared pieces of the upstream-derived tests (tests/test_upstream_*.py).
 
 The reasons here are the deliberate differences from raw ``torch.library.custom_op``
-that README.md lists under "Differences from raw custom_op"; every xfail in the
+that docs/differences.md lists; every xfail in the
 upstream-derived tests names one of them.
 """
 

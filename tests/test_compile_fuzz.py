@@ -1,7 +1,7 @@
 """Random programs of in-place and out= calls: compiled results equal eager ones.
 
-The fixed patterns of tests/test_compile_reads.py and tests/_views.py came from
-bugs found one at a time; this test writes programs nobody thought of. Each
+The fixed patterns of tests/test_compile_reads.py and tests/_views.py each test
+one known bug; this test writes programs nobody thought of. Each
 program is a few statements over 1-D tensors: pointwise intermediates, views of
 inputs and of intermediates kept and read later, reductions, aten in-place ops,
 and calls of an out= op (one and two buffers) and of in-place ops, through the
@@ -15,18 +15,11 @@ several are compiled as one graph, since compiling dominates the cost. A
 difference names the program and prints its source. The suite runs two batches
 (about half a minute each per path); ``TAGGED_OPS_FUZZ_SEEDS=0-99`` runs more.
 ``TAGGED_OPS_FUZZ_FLAVORS`` runs the same programs over other ways to define and
-compile the ops (see ``FLAVORS``; the suite runs ``defined``). Batch 1
-found the miscompile of tests/test_compile_reads.py's
-``test_what_an_op_returned_is_read_before_its_argument_is_written_again``. After its
-fix, batches 0-29 passed on 2.13.0 native, 3-15 with the fallback forced, 0-9 on 2.4.1,
-0-2 on 2.15.0 and 2.2.2 (most of them before direct out= calls were kept to contiguous
-buffers, which changes only the programs that had such a call); later 2-21 on 2.15.0
-(both paths), and the other flavors' batches 0-5 on 2.13.0, 2.15.0 (both paths) and
-2.4.1: no difference; ``dynamic`` batch 4 has a program Inductor refuses loudly on
-2.13.0 and 2.15.0 (reported as an expected failure, see ``_one_program_at_a_time``).
-The ``exported`` flavor failed batches 0 and 1 on the native path before native ops
-were functionalized as their untagged twins (tests/test_returned_alias.py); after it,
-batches 0-9 passed on 2.13.0 and 0-5 on 2.15.0 (both paths) and on 2.4.1.
+compile the ops (see ``FLAVORS``; the suite runs ``defined``). The ``dynamic``
+flavor reports a program Inductor refuses loudly as an expected failure (see
+``_one_program_at_a_time``). The 2-D programs at the end add transposed and strided
+views, writes under ``torch.no_grad()`` and through ``detach()``, clones before writes,
+and a backward.
 """
 
 from __future__ import annotations

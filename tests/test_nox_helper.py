@@ -68,3 +68,38 @@ def test_torch_matrix_declares_a_session_per_release_and_a_fallback_run() -> Non
         assert "torch-matrix" in registry[name].tags
     assert registry["kernel-lib-tests-2.4.1"].python == "3.11"
     assert registry["kernel-lib-tests-2.13.0-fallback"].venv_backend == "uv"
+
+
+def test_the_helper_runs_in_a_nox_runner_without_torch(tmp_path: Any, sets_the_fallback_switch_itself: None) -> None:
+    """The documented install of a nox runner (docs/testing.md): nox, uv and packaging, then tagged-ops
+    without its dependencies. The example's noxfile lists its sessions, and no torch was installed."""
+    import shutil
+    import subprocess
+    import sys
+    import venv
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    runner = tmp_path / "runner"
+    venv.EnvBuilder(with_pip=True).create(runner)
+    python = runner / "bin" / "python"
+    here = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(tmp_path / "w"), "nox", "packaging"],
+        capture_output=True,
+        text=True,
+    )
+    if here.returncode != 0:
+        pytest.skip(f"no package registry here: {here.stderr.strip()[-200:]}")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "nox", "packaging"], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(root)], check=True)
+    listed = subprocess.run(
+        [str(python), "-m", "nox", "-l", "-f", str(root / "examples" / "kernel_lib" / "noxfile.py")],
+        capture_output=True,
+        text=True,
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    for name in ("tests-2.4.1", "tests-2.13.0", "tests-2.13.0-fallback"):
+        assert name in listed.stdout
+    has_torch = subprocess.run([str(python), "-c", "import torch"], capture_output=True)
+    assert has_torch.returncode != 0  # the runner has no torch
+    shutil.rmtree(runner)

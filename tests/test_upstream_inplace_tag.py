@@ -4,8 +4,7 @@ Upstream defines ops with ``Library.define(schema, tags=[torch.Tag.inplace])``;
 here the same schemas go through ``tagged_ops.define_inplace(name, fn, schema=...)``
 and must behave as upstream asserts, on every release and both paths: same
 exception type, same full sentence. Where upstream asserts something that cannot
-hold through tagged_ops, the case is an xfail naming its reason (README:
-"Differences from raw custom_op").
+hold through tagged_ops, the case is an xfail naming its reason (docs/differences.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """kernel_lib's own torch matrix, built on tagged_ops' nox helper.
 
-    pip install nox uv tagged-ops
+The environment that runs nox needs no torch: install tagged-ops there without its
+dependencies (the helper imports neither torch nor nox until this file calls it).
+
+    pip install nox uv packaging
+    pip install --no-deps tagged-ops
     nox -l                       # tests-2.4.1, tests-2.13.0, tests-2.13.0-fallback
     nox -s tests-2.4.1           # one release; JUnit results in results/tests-2.4.1.xml
     TAGGED_OPS_PRUNE_ENVS=1 nox  # every session, each environment removed after its run

@@ -108,40 +108,79 @@ class TaggedOp:
 
     @property
     def qualname(self) -> str:
-        """``"<namespace>::<name>"``."""
+        """``"<namespace>::<name>"``.
+
+        >>> sin_out.qualname
+        'docs::sin_out'
+        """
         return self._definition.sig.qualname
 
     @property
     def kind(self) -> Kind:
-        """``"inplace"`` or ``"out"``."""
+        """``"inplace"`` or ``"out"``.
+
+        >>> sin_out.kind, scale_.kind
+        ('out', 'inplace')
+        """
         return self._definition.sig.kind
 
     @property
     def is_native(self) -> bool:
-        """Registered with the native ``torch.Tag.inplace`` / ``torch.Tag.out``."""
+        """Registered with the native ``torch.Tag.inplace`` / ``torch.Tag.out`` (torch 2.13+, not forced to the fallback).
+
+        >>> sin_out.is_native == tagged_ops.NATIVE_TAGS
+        True
+        """
         return self._definition.tagged
 
     @property
     def opoverload(self) -> _compat.OpOverload:
-        """The dispatcher op, ``torch.ops.<namespace>.<name>.default``."""
+        """The dispatcher op, ``torch.ops.<namespace>.<name>.default``.
+
+        >>> sin_out.opoverload is torch.ops.docs.sin_out.default
+        True
+        """
         return self._definition.op
 
     @property
     def schema(self) -> str:
-        """The registered schema, e.g. ``ns::sin_(Tensor(a0!) x) -> Tensor(a0!)``."""
+        """The registered schema: 2.13's tagged one on the native path, the untagged one on the fallback.
+
+        >>> scale_.schema in ("docs::scale_(Tensor(a0!) x, float alpha=2.) -> Tensor(a0!)",
+        ...                   "docs::scale_(Tensor(a0!) x, float alpha=2.) -> ()")
+        True
+        """
         return str(self._definition.op._schema)
 
     @property
     def mutated_args(self) -> tuple[str, ...]:
-        """Names of the arguments the op mutates: the first one (in-place), or the out buffers in order."""
+        """Names of the arguments the op mutates: the first one (in-place), or the out buffers in order.
+
+        >>> sin_out.mutated_args, scale_.mutated_args
+        (('out',), ('x',))
+        """
         return self._definition.sig.mutated_names
 
     def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """The objects a call ``op(*args, **kwargs)`` mutates, in :attr:`mutated_args` order."""
+        """The objects a call ``op(*args, **kwargs)`` mutates, in :attr:`mutated_args` order.
+
+        >>> x, o = torch.zeros(3), torch.empty(3)
+        >>> sin_out.mutated_in_call((x,), {"out": o})[0] is o
+        True
+        """
         return self._definition.sig.mutated_in_call(args, kwargs)
 
     def to_op_arguments(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`."""
+        """Translate a call in the user's form into ``(args, kwargs)`` for :attr:`opoverload`.
+
+        Out buffers are keyword arguments on the native path and positional on the fallback:
+
+        >>> x, o = torch.zeros(3), torch.empty(3)
+        >>> args, kwargs = sin_out.to_op_arguments(x, out=o)
+        >>> _ = sin_out.opoverload(*args, **kwargs)  # the same call through torch.ops
+        >>> torch.equal(o, torch.sin(x))
+        True
+        """
         return self._definition.bind(*args, **kwargs)
 
     @property
@@ -150,6 +189,9 @@ class TaggedOp:
 
         Only with ``pair=True``, on the native path, where this torch's lowering
         works for the op (see ``define_out``); asked of torch each time.
+
+        >>> sin_out.paired  # defined without pair=True
+        False
         """
         if not (self.is_native and self.kind == "out"):
             return False
@@ -173,6 +215,13 @@ class TaggedOp:
         ``classic_kernels``, see ``declare_out``). Either way the op returns the
         mutated tensor(s). ``torch.library.register_kernel`` by the op's qualified
         name (2.4+) comes here too.
+
+        >>> halve_ = tagged_ops.declare_inplace("docs::halve_", "(Tensor(a!) x) -> Tensor(a!)")
+        >>> @halve_.register_kernel("cpu")
+        ... def _(x):
+        ...     return x.mul_(0.5)
+        >>> halve_(torch.ones(2))
+        tensor([0.5000, 0.5000])
         """
         definition = self._definition
         as_classic = definition.classic_kernels if classic is None else classic
@@ -191,6 +240,15 @@ class TaggedOp:
         Unnecessary, as on 2.13: tagged ops get a fake kernel automatically.
         Warns, then uses ``fn``: it may check shapes and dtypes; what it returns
         is ignored (the op returns its mutated tensors).
+
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     @sin_out.register_fake
+        ...     def _(x, *, out):
+        ...         torch._check(out.shape == x.shape, lambda: "out must have x's shape")
+        >>> "is unnecessary" in str(caught[0].message)
+        True
         """
 
         def inner(f: F) -> F:
@@ -206,7 +264,13 @@ class TaggedOp:
     def register_autograd(
         self, backward: Callable[..., Any], /, *, setup_context: Callable[..., Any] | None = None
     ) -> None:
-        """Refused, as on 2.13: mutable ops have no autograd formula."""
+        """Refused, as on 2.13: mutable ops have no autograd formula.
+
+        >>> sin_out.register_autograd(lambda ctx, grad: grad)
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Cannot register autograd formula for operator tagged with torch.Tag.out: ...
+        """
         raise self._autograd_refusal(self)
 
     def _fake_kernel(self) -> Callable[..., Any]:
@@ -226,6 +290,20 @@ class TaggedOp:
             path its return value is dropped, as the untagged op returns nothing.
             ``args``/``kwargs`` are the registered op's (out buffers are positional
             on the fallback path; see :attr:`schema`).
+
+            >>> from torch.utils._python_dispatch import TorchDispatchMode
+            >>> class Logging(TorchDispatchMode):
+            ...     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ...         return func(*args, **(kwargs or {}))
+            >>> seen = []
+            >>> @sin_out.register_torch_dispatch(Logging)
+            ... def _(mode, func, types, args, kwargs):
+            ...     seen.append(func)
+            ...     return func(*args, **kwargs)
+            >>> with Logging():
+            ...     _ = sin_out(torch.zeros(2), out=torch.empty(2))
+            >>> len(seen)
+            1
             """
 
             def inner(f: F) -> F:
@@ -251,6 +329,15 @@ class TaggedOp:
             Write ``fn`` as for 2.13; on the fallback path its output is dropped
             (the untagged op returns nothing), so one rule serves both paths.
             Arguments are the registered op's (see :attr:`schema`).
+
+            >>> @scale_.register_vmap
+            ... def _(info, in_dims, x, alpha=2.0):
+            ...     x.mul_(alpha)  # elementwise: batched as it is
+            ...     return x, in_dims[0]
+            >>> torch.vmap(scale_)(torch.ones(3, 2))
+            tensor([[2., 2.],
+                    [2., 2.],
+                    [2., 2.]])
             """
 
             def inner(f: F) -> F:
@@ -274,7 +361,15 @@ class TaggedOp:
         def register_autocast(self, device_type: str, cast_inputs: torch.dtype, /) -> None:
             """As ``torch.library.register_autocast``: inside ``torch.autocast(device_type)`` the op's
             floating inputs are cast to ``cast_inputs``. What the op writes (the out buffers, an
-            in-place op's first argument) is never cast: the op writes the caller's tensors."""
+            in-place op's first argument) is never cast: the op writes the caller's tensors.
+
+            >>> sin_out.register_autocast("cpu", torch.bfloat16)
+            >>> o = torch.empty(2)
+            >>> with torch.autocast("cpu"):
+            ...     _ = sin_out(torch.zeros(2), out=o)
+            >>> o.dtype  # the caller's buffer, written in place
+            torch.float32
+            """
             self._definition.kernels.set_autocast(device_type, cast_inputs)
 
 

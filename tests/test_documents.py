@@ -1,0 +1,77 @@
+"""The documents are for users: their code runs, and none of them tells how the project was developed.
+
+Which commit ran where is data (results/*.json, and compat_matrix.md's runs table, which
+is generated from it); prose says what the library does and what was measured.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Phrases that narrate the project's development rather than describe it.
+HISTORY = re.compile(
+    r"\b(this|earlier|previous|later|last) session\b"
+    r"|\b(first|second|third|\w+teenth|twelfth|eleventh|tenth) session\b"
+    r"|\bround \d+\b"
+    r"|\b(before|after) (the|its|this) fix\b"
+    r"|\bfound by a new\b"
+    r"|\bbatch(es)? \d+(-\d+)? (passed|failed)\b"
+    r"|\b(at|since|from) (commit )?[0-9a-f]{7}\b",
+    re.IGNORECASE,
+)
+
+
+def _tracked_text_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    skip = ("results/",)  # data: which commit ran where
+    paths = []
+    for name in listed.stdout.splitlines():
+        path = ROOT / name
+        if name.startswith(skip) or not path.is_file() or path.suffix in (".png", ".whl", ".gz"):
+            continue
+        paths.append(path)
+    return paths
+
+
+def test_no_document_narrates_how_the_project_was_developed() -> None:
+    found = []
+    for path in _tracked_text_files():
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if path.name == "test_documents.py":
+                continue
+            if match := HISTORY.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(0)!r} in {line.strip()[:100]}")
+    assert found == []
+
+
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+#: Pages whose Python code blocks run top to bottom, as a reader would run them (docs/adopting.md
+#: has its own test, with its before/after modules).
+PAGES = ("README.md", "docs/quickstart.md", "docs/testing.md")
+_KEEP: list[types.ModuleType] = []
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_code_block_of_a_page_runs(path: str, ns: str, page: str) -> None:
+    blocks = _BLOCK.findall((ROOT / page).read_text())
+    assert blocks, f"{page} has no Python code block"
+    module = types.ModuleType(f"page_{ns}")  # a real module: Dynamo imports the module a function comes from
+    sys.modules[module.__name__] = module
+    _KEEP.append(module)
+    for i, block in enumerate(blocks):
+        code = compile(block.replace("mylib", ns), f"{page} block {i + 1}", "exec")
+        exec(code, module.__dict__)  # noqa: S102 - the page's own code
