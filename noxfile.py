@@ -105,6 +105,13 @@ def _release_session(release: str, *, fallback: bool) -> None:
                     "--json",
                     str(bench / f"eager-{release}.json"),
                 )
+                # what defining ops and the first compile cost, in fresh processes (a few minutes)
+                session.run(
+                    "python",
+                    str(ROOT / "benchmarks" / "definition_cost.py"),
+                    "--json",
+                    str(bench / f"definition-{release}.json"),
+                )
                 if release in COMPILED_BENCH_RELEASES:
                     session.run(
                         "python",

@@ -8,8 +8,9 @@ tagged_ops installed. ``CHECKOUT`` is a checkout of bitsandbytes' repository at
 ``PINNED_COMMIT`` (its tests are not in the wheel). The script runs the tests
 against the installed bitsandbytes as released, applies ``port.patch`` (the port
 docs/adopting.md describes) to the installed copy, runs them again, restores the
-file, and writes both tallies and every test whose outcome changed to
-``RESULT_JSON``. It exits 1 when the ported run passes fewer tests than the unported one
+file, and writes both tallies, every test whose outcome changed, and the import cost of
+each (time and RSS of ``import bitsandbytes`` plus a quantize and dequantize on CPU,
+fresh processes, median) to ``RESULT_JSON``. It exits 1 when the ported run passes fewer tests than the unported one
 or fails any. Each run compiles into an Inductor cache of its own (the ported ops
 share names with the unported ones).
 """
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,24 @@ BITSANDBYTES = "0.50.2"
 # bitsandbytes-foundation/bitsandbytes main after 0.50.1; its bitsandbytes/ equals the 0.50.2 wheel's but for __version__
 PINNED_COMMIT = "95f9af309d4d5793847169c39288dcd3fcbdf564"
 TESTS = ["tests/test_ops.py", "tests/test_linear4bit.py::test_linear4bit_torch_compile"]
+
+# import bitsandbytes and quantize and dequantize once (CPU: its out= ops have no CPU kernel), as a user would
+_IMPORT_COST = r"""
+import json, sys, time
+import torch
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
+r0, t0 = rss(), time.perf_counter()
+import bitsandbytes.functional as F
+A = torch.randn(64, 64)
+q, state = F.quantize_blockwise(A)
+F.dequantize_blockwise(q, state)
+q4, state4 = F.quantize_4bit(A, blocksize=64, quant_type="nf4")
+F.dequantize_4bit(q4, state4)
+elapsed = time.perf_counter() - t0
+print(json.dumps({"ms": 1e3 * elapsed, "mb": rss() - r0, "dynamo": "torch._dynamo" in sys.modules}))
+"""
 
 
 def _outcomes(junit: Path) -> dict[str, str]:
@@ -62,12 +82,28 @@ def _run(checkout: Path, label: str, workers: str, env: dict[str, str]) -> dict[
     return _outcomes(junit)
 
 
+def _import_cost(env: dict[str, str], repeat: int) -> dict[str, object]:
+    run_env = {k: v for k, v in {**os.environ, **env}.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    runs = []
+    for _ in range(repeat):
+        done = subprocess.run([sys.executable, "-c", _IMPORT_COST], capture_output=True, text=True, env=run_env)
+        if done.returncode:
+            return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {
+        "ms": round(statistics.median(float(r["ms"]) for r in runs), 1),
+        "mb": round(statistics.median(float(r["mb"]) for r in runs), 1),
+        "imports_dynamo": any(r["dynamo"] for r in runs),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("checkout", type=Path)
     parser.add_argument("result", type=Path)
     parser.add_argument("--fallback", action="store_true", help="the ported run with TAGGED_OPS_FALLBACK=1")
     parser.add_argument("--workers", default="2")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh processes per import measurement")
     args = parser.parse_args()
 
     import bitsandbytes
@@ -82,6 +118,7 @@ def main() -> int:
         sys.exit(f"{args.checkout} is not a checkout of bitsandbytes at {PINNED_COMMIT}")
 
     unported = _run(args.checkout, "unported", args.workers, {})
+    unported_import = _import_cost({}, args.repeat)
     ops_py = Path(bitsandbytes.__file__).parent / "_ops.py"
     saved = ops_py.with_suffix(".py.unported")
     shutil.copy2(ops_py, saved)
@@ -89,6 +126,7 @@ def main() -> int:
         subprocess.run(["patch", "-p1", "-d", str(ops_py.parent.parent), "-i", str(PATCH)], check=True)
         env = {"TAGGED_OPS_FALLBACK": "1"} if args.fallback else {}
         ported = _run(args.checkout, "ported", args.workers, env)
+        ported_import = _import_cost(env, args.repeat)
     finally:
         shutil.move(saved, ops_py)
 
@@ -102,7 +140,12 @@ def main() -> int:
         "unported": _tally(unported),
         "ported": _tally(ported),
         "changed": changed,
+        "unported_import": unported_import,
+        "ported_import": ported_import,
     }
+    if "ms" in unported_import and "ms" in ported_import:
+        result["ratio_import_ms"] = round(float(ported_import["ms"]) / float(unported_import["ms"]), 3)  # type: ignore[arg-type]
+        result["import_mb_added"] = round(float(ported_import["mb"]) - float(unported_import["mb"]), 1)  # type: ignore[arg-type]
     args.result.parent.mkdir(parents=True, exist_ok=True)
     args.result.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps(result, indent=1, sort_keys=True))
