@@ -429,3 +429,18 @@ def schema_defaults_survive_functionalization() -> bool:
 def is_functional_base(t: torch.Tensor) -> bool:
     """Whether ``t`` is a tensor under functionalization and no view of another."""
     return torch._is_functional_tensor(t) and bool(torch._is_functional_tensor_base(t))
+
+
+# -- torch's compiler: the modules that load compiled code (every release) ----------------
+# Breakpoint: none; a release that loads compiled code from a new module adds it here.
+
+#: Importing any of these may load compiled code (from Inductor's or AOTAutograd's
+#: on-disk caches, or a saved export) that names an op without tracing it; eager code
+#: imports none of them.
+COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.export",
+    "torch._export",
+    "torch._functorch.aot_autograd",
+)

@@ -9,11 +9,18 @@ compiled call) waits for :meth:`Definition.prepare`, which the first trace runs:
 handle's call while Dynamo traces it, or any fake-tensor call of the op (a direct
 ``torch.ops`` call under torch.compile, export, opcheck). Defining and calling ops
 eagerly imports none of torch's compiler.
+
+The ops compiled code names must exist before anything compiled is loaded, and code
+loaded from torch's caches (Inductor's and AOTAutograd's on-disk caches, a saved
+export) traces nothing: once any of torch's compiler is imported, every definition
+registers them (:func:`_define_names_when_compiler_loads`), a few dispatcher calls each.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import weakref
 from typing import Any, Callable
 
 from . import _compat, _fixes
@@ -57,6 +64,7 @@ class Definition:
             self._register_transform_kernel(self.registered)
             _fixes.at_definition(self)
             self.call, self.bind = self._plan_calls()
+            _define_names_when_compiler_loads(self)
         except Exception:
             self.destroy()
             raise
@@ -143,14 +151,18 @@ class Definition:
 
     # -- the first trace -------------------------------------------------------------
 
+    def define_compiled_names(self) -> None:
+        """Register the ops compiled code may name: the untagged op and the functional twin."""
+        self.untagged()
+        self.functional()
+
     def prepare(self) -> None:
         """Make everything compiling needs, once: called at every trace, it does the work at the first."""
         if self._prepared:
             return
         self._prepared = True
         try:
-            self.untagged()
-            self.functional()
+            self.define_compiled_names()
             _fixes.at_first_trace(self)
         except Exception:
             self._prepared = False
@@ -173,6 +185,7 @@ class Definition:
 
     def destroy(self) -> None:
         """Remove every op this definition registered, before its name is defined again."""
+        _WAITING.discard(self)
         _fixes.at_destroy(self)
         if self._functional is not None:
             self._functional.destroy()
@@ -182,3 +195,28 @@ class Definition:
         registered = getattr(self, "registered", None)
         if registered is not None:
             registered.destroy()
+
+
+#: Definitions whose compiled names wait for the compiler's import.
+_WAITING: weakref.WeakSet[Definition] = weakref.WeakSet()
+_HOOKED: list[bool] = []
+
+
+def _define_names_when_compiler_loads(definition: Definition) -> None:
+    if any(name in sys.modules for name in _compat.COMPILER_MODULES):
+        definition.define_compiled_names()
+        return
+    _WAITING.add(definition)
+    if not _HOOKED:
+        _HOOKED.append(True)
+        for name in _compat.COMPILER_MODULES:
+            _fixes.when_imported(name, _define_waiting_names)
+
+
+def _define_waiting_names(_module: object) -> None:
+    # Runs right after the first compiler module's import (maybe inside a larger one):
+    # dispatcher registrations only, which import nothing.
+    waiting = list(_WAITING)
+    _WAITING.clear()
+    for definition in waiting:
+        definition.define_compiled_names()

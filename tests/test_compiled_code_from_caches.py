@@ -1,0 +1,125 @@
+"""Compiled code that a later process loads from torch's caches finds every op it names.
+
+Code loaded from Inductor's and AOTAutograd's on-disk caches, or a saved export, traces
+nothing: the ops it names (an op's untagged twin, which compiled code records on the
+native path) must exist before it runs, although eager code never defines them. Each
+case compiles (or exports and saves) in one fresh process and loads in a second one,
+on both paths.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ._subprocess import env_for_path
+
+# An out= op used only in another op's backward formula: Dynamo traces the forward,
+# which holds no tagged op, and AOTAutograd's cache hit skips tracing the backward.
+IN_A_BACKWARD = textwrap.dedent(
+    """
+    import json, torch, tagged_ops
+
+    @tagged_ops.define_out("cached_bw::twice_out")
+    def twice_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        return out.copy_(x * 2)
+
+    @torch.library.custom_op("cached_bw::sin", mutates_args=())
+    def sin(x: torch.Tensor) -> torch.Tensor:
+        return x.sin()
+
+    @sin.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        buf = torch.empty_like(grad)
+        twice_out(grad * x.cos(), out=buf)
+        return buf / 2
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    sin.register_autograd(backward, setup_context=setup_context)
+
+    def fn(x):
+        return sin(x) * 3
+
+    x = torch.linspace(-1, 1, 7, requires_grad=True)
+    torch.compile(fn, fullgraph=True)(x).sum().backward()
+    torch.testing.assert_close(x.grad, 3 * x.detach().cos())
+    from torch._dynamo.utils import counters
+    print(json.dumps({"aot_hits": counters["aot_autograd"].get("autograd_cache_hit", 0)}))
+    """
+)
+
+# A program exported, decomposed and saved; loaded and run in another process.
+SAVED_EXPORT = textwrap.dedent(
+    """
+    import sys, torch, tagged_ops
+
+    @tagged_ops.define_inplace("cached_export::scale_")
+    def scale_(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        return x.mul_(alpha)
+
+    @tagged_ops.define_out("cached_export::add_out")
+    def add_out(x: torch.Tensor, y: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        return torch.add(x, y, out=out)
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            o = torch.empty_like(x)
+            add_out(x[1:], y, out=o[1:])
+            scale_(o[1:], 3.0)
+            return o[1:] + 1
+
+    x, y = torch.arange(5.0), torch.ones(4)
+    path = sys.argv[1]
+    if sys.argv[2] == "save":
+        ep = torch.export.export(M(), (x, y)).run_decompositions()
+        torch.export.save(ep, path)
+    else:
+        got = torch.export.load(path).module()(x, y)
+        torch.testing.assert_close(got, (x[1:] + y) * 3 + 1)
+    print("ok")
+    """
+)
+
+
+def _run(code: str, args: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["default", "fallback"])
+def test_backward_loaded_from_the_caches_finds_the_ops_it_calls(tmp_path: Path, fallback: bool) -> None:
+    env = env_for_path(fallback=fallback)
+    env.update(
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+        TORCHINDUCTOR_FX_GRAPH_CACHE="1",
+        TORCHINDUCTOR_AUTOGRAD_CACHE="1",
+    )
+    first = json.loads(_run(IN_A_BACKWARD, [], env))
+    second = json.loads(_run(IN_A_BACKWARD, [], env))  # the same graphs, from the caches
+    assert first["aot_hits"] == 0
+    # where torch has AOTAutograd's cache, the second process really loaded from it
+    has_aot_cache = subprocess.run(
+        [sys.executable, "-c", "import torch._functorch._aot_autograd.autograd_cache"], env=env, capture_output=True
+    )
+    if has_aot_cache.returncode == 0 and second["aot_hits"] == 0:
+        pytest.fail("the second process compiled afresh: the case was not exercised")
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["default", "fallback"])
+def test_saved_export_loads_and_runs_in_a_fresh_process(tmp_path: Path, fallback: bool) -> None:
+    env = env_for_path(fallback=fallback)
+    path = str(tmp_path / "program.pt2")
+    assert _run(SAVED_EXPORT, [path, "save"], env) == "ok"
+    assert _run(SAVED_EXPORT, [path, "load"], env) == "ok"
