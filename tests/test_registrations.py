@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._compat import dispatcher_entry_exists, has_custom_op_method
+from tagged_ops._compat import has_custom_op_method
+
+from ._subprocess import env_for_path
 
 
 def _sin_(ns: str) -> tagged_ops.TaggedOp:
@@ -86,20 +91,41 @@ def test_register_torch_dispatch_one_rule_on_both_paths(path: str, ns: str) -> N
     assert torch.equal(x, torch.zeros(3)) and len(seen) == 1
 
 
-def test_helpers_are_defined_at_the_first_trace_and_run_as_the_op(path: str, ns: str) -> None:
-    """Defining and calling an op registers its name only; the first compile adds its helpers."""
-    op = _sin_(ns)
-    x = torch.randn(3)
-    op(x.clone())
-    helpers = (f"{ns}::sin___functional", f"{ns}::sin___untagged")
-    assert not any(dispatcher_entry_exists(name) for name in helpers)  # none before any trace
-    torch.compile(op, fullgraph=True)(x.clone())
-    # the functional twin of the op compiled code records (the native path's __untagged twin, or the op)
-    twin = getattr(torch.ops, ns).sin___functional.default
-    expected = x.sin()
-    torch.testing.assert_close(twin(x), expected)  # functional: a fresh result, its input untouched
-    assert not torch.equal(x, expected)
-    assert dispatcher_entry_exists(f"{ns}::sin___untagged") == op.is_native
+# In a fresh process: this suite's own conftest imports torch's compiler.
+_HELPERS_WAIT_FOR_THE_COMPILER = """
+import sys, torch, tagged_ops
+from tagged_ops._compat import dispatcher_entry_exists
+
+@tagged_ops.define_inplace("helpers_wait::sin_")
+def sin_(x: torch.Tensor) -> torch.Tensor:
+    return x.sin_()
+
+x = torch.randn(3)
+sin_(x.clone())
+helpers = ("helpers_wait::sin___functional", "helpers_wait::sin___untagged")
+assert not any(dispatcher_entry_exists(name) for name in helpers), "defined before the compiler loaded"
+import torch._dynamo  # compiled code loaded from a cache may name them without tracing
+assert dispatcher_entry_exists("helpers_wait::sin___functional")
+assert dispatcher_entry_exists("helpers_wait::sin___untagged") == sin_.is_native
+torch.compile(sin_, fullgraph=True)(x.clone())
+expected = x.sin()
+# the functional twin of the op compiled code records (the native path's __untagged twin, or the op)
+torch.testing.assert_close(torch.ops.helpers_wait.sin___functional(x), expected)
+assert not torch.equal(x, expected), "the functional twin wrote its input"
+print("ok")
+"""
+
+
+def test_helpers_wait_for_the_compiler_and_run_as_the_op(path: str) -> None:
+    """Defining and calling an op registers its name only; importing torch's compiler adds its helpers."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HELPERS_WAIT_FOR_THE_COMPILER],
+        env=env_for_path(fallback=path == "fallback"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
 
 
 def _autocast_ops(ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops import _anchor, _by_name, _codegen, _compat, _define, _handle
+from tagged_ops import _anchor, _by_name, _codegen, _compat, _define, _definition, _handle
 from tagged_ops._fixes import _after_import, out_variant_pairing, reads_before_writes
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
@@ -34,6 +34,7 @@ def _sizes() -> dict[str, int]:
         "reads_before_writes._INSTALLED": len(reads_before_writes._INSTALLED),
         "reads_before_writes._PENDING": len(reads_before_writes._PENDING),
         "_after_import._WAITING": len(_after_import._WAITING),
+        "_definition._WAITING": len(_definition._WAITING),
         "sys.meta_path": len(sys.meta_path),
         "_codegen._CODE": len(_codegen._CODE),
         "linecache (generated code)": sum(1 for name in linecache.cache if name.startswith("<tagged_ops")),

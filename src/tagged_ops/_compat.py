@@ -435,12 +435,11 @@ def is_functional_base(t: torch.Tensor) -> bool:
 # Breakpoint: none; a release that loads compiled code from a new module adds it here.
 
 #: Importing any of these may load compiled code (from Inductor's or AOTAutograd's
-#: on-disk caches, or a saved export) that names an op without tracing it; eager code
-#: imports none of them.
+#: on-disk caches, or a saved export: its deserializer) that names an op without tracing
+#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15).
 COMPILER_MODULES = (
     "torch._dynamo",
     "torch._inductor",
-    "torch.export",
-    "torch._export",
     "torch._functorch.aot_autograd",
+    "torch._export.serde",
 )
