@@ -12,8 +12,9 @@
     python -m nox -s tests-installed    # the torch of this python, nothing installed
     nox -s compat_matrix                # regenerate compat_matrix.md from results/*.json
     nox -s compat_matrix -- --check     # fail if compat_matrix.md is stale
-    nox -t downstream                   # bitsandbytes' own tests, unported and ported (needs a checkout:
-                                        # TAGGED_OPS_BNB_CHECKOUT, see downstream/bitsandbytes/run.py)
+    nox -t downstream                   # bitsandbytes' and torch_scatter's own tests, unported and ported
+                                        # (TAGGED_OPS_BNB_CHECKOUT, TAGGED_OPS_SCATTER_SOURCE: see
+                                        # downstream/*/run.py)
 
 Environment switches:
 
@@ -207,6 +208,46 @@ def _downstream_session(release: str, *, fallback: bool) -> None:
 for _release, _paths in DOWNSTREAM.items():
     for _fallback in _paths:
         _downstream_session(_release, fallback=_fallback)
+
+
+# A C++ library: torch_scatter 2.1.2 built from source unported and ported, its own tests on
+# both, and the port's compiled tests (about 25 minutes a session on 2 cores: two builds).
+SCATTER_DOWNSTREAM = {"2.4.1": [False], "2.13.0": [False, True], "2.15.0": [False]}
+SCATTER_SOURCE_ENV_VAR = "TAGGED_OPS_SCATTER_SOURCE"  # the PyPI sdist, or a checkout at the 2.1.2 tag
+SCATTER_TESTS_ENV_VAR = "TAGGED_OPS_SCATTER_TESTS"  # its test/ folder, where SOURCE is the sdist
+
+
+def _scatter_session(release: str, *, fallback: bool) -> None:
+    name = f"downstream-torch_scatter-{release}" + ("-fallback" if fallback else "")
+
+    @nox.session(name=name, python=python_for(release), tags=["downstream"], reuse_venv=False)
+    def session(session: nox.Session) -> None:
+        source = os.environ.get(SCATTER_SOURCE_ENV_VAR)
+        if not source:
+            session.error(
+                f"{SCATTER_SOURCE_ENV_VAR} must name torch_scatter 2.1.2's sdist or a checkout of its "
+                f"repository at the 2.1.2 tag (with the sdist, {SCATTER_TESTS_ENV_VAR} names the tests)"
+            )
+        try:
+            install_torch(session, release, "pytest", "pytest-xdist", "numpy", "setuptools", "wheel")
+            session.install("--no-deps", "-e", str(ROOT))
+            result = _results_dir() / "downstream" / f"torch_scatter-{release}{'-fallback' if fallback else ''}.json"
+            flags = ["--fallback"] if fallback else []
+            tests = os.environ.get(SCATTER_TESTS_ENV_VAR)
+            flags += ["--tests", tests] if tests else []
+            session.run("python", str(ROOT / "downstream" / "torch_scatter" / "run.py"), source, str(result), *flags)
+        finally:
+            if not env_flag("TAGGED_OPS_KEEP_ENVS"):
+                shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+    session.__doc__ = f"torch_scatter's own tests on torch {release}, built unported and ported" + (
+        " (TAGGED_OPS_FALLBACK=1)." if fallback else "."
+    )
+
+
+for _release, _paths in SCATTER_DOWNSTREAM.items():
+    for _fallback in _paths:
+        _scatter_session(_release, fallback=_fallback)
 
 
 @nox.session(name="tests-installed", python=False)

@@ -216,10 +216,11 @@ def _downstream() -> list[str]:
         "Each library's own tests against the release as published and again ported (`downstream/<library>/`):",
         "passed/failed/skipped/xfailed, and the tests whose outcome changed. torch_scatter is built from source both",
         "ways; its port also compiles every public function (`downstream/torch_scatter/test_compiled.py`); import:",
-        "the time of `import torch_scatter` plus a call of each public function, ported / unported.",
+        "the time of `import torch_scatter` plus a call of each public function, ported / unported; eager call:",
+        "the slowest ratio, ported / unported, of six eager calls through its Python API (`run.py` lists them).",
         "",
-        "| library | torch | path | unported | ported | changed | compiled | import |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| library | torch | path | unported | ported | changed | compiled | import | eager call |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     files = sorted((RESULTS / "downstream").glob("*.json"))
     if not files:
@@ -230,9 +231,10 @@ def _downstream() -> list[str]:
         changed = "; ".join(f"`{k.rsplit('::', 1)[-1]}` {v}" for k, v in sorted(d["changed"].items())) or "none"
         compiled = _tally(d["compiled"]) if "compiled" in d else "n/a"
         imported = f"{d['ratio_import_ms']}, +{d['import_mb_added']} MB" if "ratio_import_ms" in d else "not run"
+        calls = f"{max(d['ratio_per_call'].values())}x" if "ratio_per_call" in d else "n/a"  # bitsandbytes: n/a
         lines.append(
             f"| {library} {d.get(library, '')} | {d['torch']} | {d['path']} | {_tally(d['unported'])} | "
-            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} |"
+            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} |"
         )
     return lines
 

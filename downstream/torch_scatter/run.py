@@ -1,0 +1,230 @@
+"""Build torch_scatter unported and ported to tagged_ops, run its own tests on both, and compare.
+
+    python downstream/torch_scatter/run.py SOURCE RESULT_JSON [--fallback] [--tests DIR]
+        [--wheels UNPORTED.whl PORTED.whl]
+
+Called by ``nox -s downstream-torch_scatter-<release>[-fallback]`` inside an environment that
+has torch and tagged_ops installed. ``SOURCE`` is torch_scatter 2.1.2: its PyPI sdist
+(``.tar.gz``) or a checkout of its repository at the 2.1.2 tag, whose ``test/`` folder holds
+the tests (the sdist has none: pass ``--tests`` a checkout's ``test/`` then). The script
+builds a wheel from the source as released and from the source with ``port.patch`` applied
+(``patch -p1`` in its top folder), or takes the two wheels ``--wheels`` names (built
+that way before, for this torch: the builds take most of a session's time), and for each:
+installs it, measures its import (time and
+RSS of ``import torch_scatter`` plus one call of each public function, fresh processes,
+median), times eager calls through the public functions, and runs the tests; the ported
+build also runs ``test_compiled.py`` (every public function compiled with ``fullgraph=True``
+against eager, ``opcheck`` of every declared op). It writes both tallies, every test whose
+outcome changed, the measurements and the ratios to ``RESULT_JSON``, and exits 1 when a test
+passes unported and fails ported, or a compiled case fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PATCH = HERE / "port.patch"
+COMPILED_TESTS = HERE / "test_compiled.py"
+TORCH_SCATTER = "2.1.2"
+
+# import torch_scatter and call each public function once, on small CPU tensors
+_IMPORT_COST = r"""
+import json, sys, time
+import torch
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
+r0, t0 = rss(), time.perf_counter()
+import torch_scatter as ts
+src, index, indptr = torch.randn(6, 4), torch.tensor([0, 0, 1, 1, 1, 3]), torch.tensor([0, 2, 5, 6])
+for reduce in ("sum", "mul", "mean", "min", "max"):
+    ts.scatter(src, index, 0, reduce=reduce)
+    ts.segment_csr(src, indptr, reduce=reduce) if reduce != "mul" else None
+    ts.segment_coo(src, index, reduce=reduce) if reduce != "mul" else None
+ts.gather_csr(torch.randn(3, 4), indptr)
+ts.gather_coo(torch.randn(4, 4), index)
+ts.scatter_softmax(src, index, 0); ts.scatter_log_softmax(src, index, 0)
+ts.scatter_logsumexp(src, index, 0); ts.scatter_std(src, index, 0)
+elapsed = time.perf_counter() - t0
+print(json.dumps({"ms": 1e3 * elapsed, "mb": rss() - r0, "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+# eager calls through the public functions, with and without out=
+_CALL_COST = r"""
+import json, time
+import torch
+import torch_scatter as ts
+src, index, indptr = torch.randn(64, 8), torch.arange(64) // 4, torch.arange(0, 65, 4)
+out = torch.zeros(16, 8)
+calls = {
+    "scatter_max": lambda: ts.scatter_max(src, index, 0, dim_size=16),
+    "scatter_mul out=": lambda: ts.scatter_mul(src, index, 0, out=out),
+    "segment_csr": lambda: ts.segment_csr(src, indptr),
+    "segment_csr out=": lambda: ts.segment_csr(src, indptr, out=out),
+    "segment_coo out=": lambda: ts.segment_coo(src, index, out=out),
+    "gather_csr": lambda: ts.gather_csr(out, indptr),
+}
+best = {}
+for name, call in calls.items():
+    for _ in range(200):
+        call()
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            call()
+        times.append((time.perf_counter() - t0) / 2000 * 1e6)
+    best[name] = min(times)
+print(json.dumps(best))
+"""
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    outcomes = {}
+    for case in ET.parse(junit).iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+        outcomes[name] = outcome
+    return outcomes
+
+
+def _tally(outcomes: dict[str, str]) -> dict[str, int]:
+    return {k: sum(1 for o in outcomes.values() if o == k) for k in ("passed", "failed", "skipped", "xfailed")}
+
+
+def _source_tree(source: Path, into: Path) -> Path:
+    """A copy of the source to build from: the sdist unpacked, or the checkout copied."""
+    if source.is_dir():
+        target = into / "torch_scatter"
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".git", "build", "*.so"))
+        return target
+    with tarfile.open(source) as archive:
+        archive.extractall(into)  # noqa: S202 - the PyPI sdist this script was written against
+    return into / f"torch_scatter-{TORCH_SCATTER}"
+
+
+def _build(tree: Path, label: str) -> Path:
+    wheels = tree.parent / "wheels"
+    env = {**os.environ, "FORCE_ONLY_CPU": "1", "MAX_JOBS": str(os.cpu_count() or 2)}
+    print(f"[{label}] building {tree}", flush=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(wheels), str(tree)],
+        check=True,
+        env=env,
+    )
+    return next(wheels.glob("torch_scatter-*.whl"))
+
+
+def _install(wheel: Path, label: str) -> None:
+    print(f"[{label}] installing {wheel}", flush=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)], check=True
+    )
+
+
+def _measure(code: str, env: dict[str, str], repeat: int) -> list[dict[str, object]]:
+    runs = []
+    for _ in range(repeat):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def _run_tests(tests: list[str], label: str, env: dict[str, str], workers: str) -> dict[str, str]:
+    junit = Path(tempfile.mkdtemp(prefix=f"ts-{label}-")) / "junit.xml"
+    command = [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-n", workers]
+    print(f"[{label}]", " ".join(command), flush=True)
+    run_env = {**env, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"ts-inductor-{label}-")}
+    subprocess.run([*command, f"--junitxml={junit}"], env=run_env, check=False, cwd=tempfile.gettempdir())
+    return _outcomes(junit)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("source", type=Path)
+    parser.add_argument("result", type=Path)
+    parser.add_argument("--fallback", action="store_true", help="the ported runs with TAGGED_OPS_FALLBACK=1")
+    parser.add_argument("--tests", type=Path, help="torch_scatter's test/ folder (default: SOURCE/test)")
+    parser.add_argument("--wheels", nargs=2, type=Path, metavar=("UNPORTED", "PORTED"), help="prebuilt wheels")
+    parser.add_argument("--workers", default="2")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh processes per import measurement")
+    args = parser.parse_args()
+    tests_dir = args.tests or args.source / "test"
+    if not tests_dir.is_dir():
+        sys.exit(f"no tests at {tests_dir}: pass --tests a checkout's test/ folder (the sdist has none)")
+    tests = [str(tests_dir)]
+
+    import torch
+
+    import tagged_ops
+
+    env = {k: v for k, v in os.environ.items() if k != "TAGGED_OPS_FALLBACK"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measured as installed: bytecode compiled once
+    ported_env = {**env, "TAGGED_OPS_FALLBACK": "1"} if args.fallback else env
+    work = Path(tempfile.mkdtemp(prefix="torch_scatter-"))
+    result: dict[str, object] = {
+        "torch": torch.__version__.split("+")[0],
+        "path": "fallback" if args.fallback or not tagged_ops.NATIVE_TAGS else "native",
+        "torch_scatter": TORCH_SCATTER,
+        "wheels": "prebuilt (--wheels)" if args.wheels else "built here from SOURCE",
+        "patch_lines": sum(
+            1 for line in PATCH.read_text().splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
+        ),
+    }
+    outcomes = {}
+    for label, run_env in (("unported", env), ("ported", ported_env)):
+        if args.wheels:
+            wheel = args.wheels[label == "ported"]
+        else:
+            tree = _source_tree(args.source, work / label)
+            if label == "ported":
+                subprocess.run(["patch", "-p1", "-d", str(tree), "-i", str(PATCH)], check=True)
+            wheel = _build(tree, label)
+        _install(wheel, label)
+        imports = _measure(_IMPORT_COST, run_env, args.repeat)
+        result[f"{label}_import"] = {
+            "ms": round(statistics.median(float(r["ms"]) for r in imports), 1),  # type: ignore[arg-type]
+            "mb": round(statistics.median(float(r["mb"]) for r in imports), 1),  # type: ignore[arg-type]
+            "imports_dynamo": any(r["dynamo"] for r in imports),
+        }
+        result[f"{label}_us_per_call"] = {k: round(v, 2) for k, v in _measure(_CALL_COST, run_env, 1)[0].items()}  # type: ignore[union-attr]
+        outcomes[label] = _run_tests(tests, label, run_env, args.workers)
+        if label == "ported":
+            outcomes["compiled"] = _run_tests([str(COMPILED_TESTS)], "compiled", run_env, args.workers)
+    unported, ported = outcomes["unported"], outcomes["ported"]
+    result["unported"] = _tally(unported)
+    result["ported"] = _tally(ported)
+    result["compiled"] = _tally(outcomes["compiled"])
+    result["changed"] = {n: f"{unported.get(n, 'absent')} -> {o}" for n, o in ported.items() if unported.get(n) != o}
+    result["compiled_failures"] = sorted(n for n, o in outcomes["compiled"].items() if o == "failed")
+    before, after = result["unported_us_per_call"], result["ported_us_per_call"]
+    result["ratio_per_call"] = {k: round(after[k] / before[k], 3) for k in after}  # type: ignore[index]
+    imp_before, imp_after = result["unported_import"], result["ported_import"]
+    result["ratio_import_ms"] = round(imp_after["ms"] / imp_before["ms"], 3)  # type: ignore[index]
+    result["import_mb_added"] = round(imp_after["mb"] - imp_before["mb"], 1)  # type: ignore[index]
+    args.result.parent.mkdir(parents=True, exist_ok=True)
+    args.result.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(result, indent=1, sort_keys=True))
+    # torch_scatter 2.1.2 fails one of its own tests unported (test_logsumexp_out): no test may do worse
+    worse = any(change.endswith("-> failed") for change in result["changed"].values())  # type: ignore[attr-defined]
+    return 1 if worse or not unported or result["compiled"]["failed"] else 0  # type: ignore[index]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
