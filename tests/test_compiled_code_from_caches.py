@@ -16,6 +16,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
+
+import tagged_ops
 
 from ._subprocess import env_for_path
 
@@ -109,12 +112,12 @@ def test_backward_loaded_from_the_caches_finds_the_ops_it_calls(tmp_path: Path, 
     first = json.loads(_run(IN_A_BACKWARD, [], env))
     second = json.loads(_run(IN_A_BACKWARD, [], env))  # the same graphs, from the caches
     assert first["aot_hits"] == 0
-    # where torch has AOTAutograd's cache, the second process really loaded from it
-    has_aot_cache = subprocess.run(
-        [sys.executable, "-c", "import torch._functorch._aot_autograd.autograd_cache"], env=env, capture_output=True
-    )
-    if has_aot_cache.returncode == 0 and second["aot_hits"] == 0:
-        pytest.fail("the second process compiled afresh: the case was not exercised")
+    if second["aot_hits"] == 0:
+        # 2.13+ loads this backward from AOTAutograd's cache (measured); older releases may
+        # not cache it (2.4 ships the cache's module unused), and then nothing was loaded
+        if tagged_ops.NATIVE_TAGS:
+            pytest.fail("the second process compiled afresh: the case was not exercised")
+        pytest.skip(f"torch {torch.__version__} compiled the backward afresh: nothing was loaded from a cache")
 
 
 @pytest.mark.parametrize("fallback", [False, True], ids=["default", "fallback"])
