@@ -27,7 +27,7 @@ class Release:
     #: carry the oldest Python we claim and the newest each end of the range has.
     python: str = "3.11"
     #: In ``nox -t ci`` (what .ci/run runs, inside its time budget on 2 cores): the oldest
-    #: release, the last fallback, the first native (both paths), the newest.
+    #: release, the first native (both paths), the newest.
     ci: bool = False
 
 
@@ -42,7 +42,7 @@ RELEASE_TABLE: tuple[Release, ...] = (
     Release("2.9.1", "fallback"),
     Release("2.10.0", "fallback"),  # has a Tag.out_variant that is not 2.13's Tag.out
     Release("2.11.0", "fallback"),
-    Release("2.12.1", "fallback", ci=True),
+    Release("2.12.1", "fallback"),
     Release("2.13.0", "native", ci=True),
     Release("2.14.1", "native", python="3.10"),  # the oldest Python we claim
     Release("2.15.0", "native", python="3.13", ci=True),  # the newest Python this machine has
