@@ -18,6 +18,7 @@ registers them (:func:`_define_names_when_compiler_loads`), a few dispatcher cal
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import weakref
@@ -204,7 +205,7 @@ _HOOKED: list[bool] = []
 
 def _define_names_when_compiler_loads(definition: Definition) -> None:
     if any(name in sys.modules for name in _compat.COMPILER_MODULES):
-        definition.define_compiled_names()
+        _define_names(definition)
         return
     _WAITING.add(definition)
     if not _HOOKED:
@@ -219,4 +220,11 @@ def _define_waiting_names(_module: object) -> None:
     waiting = list(_WAITING)
     _WAITING.clear()
     for definition in waiting:
+        _define_names(definition)
+
+
+def _define_names(definition: Definition) -> None:
+    # Never fails a definition or the import of torch's compiler: what cannot be defined
+    # here is defined again by the first trace, which raises where the user compiles.
+    with contextlib.suppress(Exception):
         definition.define_compiled_names()
