@@ -134,11 +134,10 @@ def define_inplace(
 
     ``compile_functional=True``: compiled calls run the op on fresh tensors and copy
     the results in (one extra buffer and copy per mutated tensor), instead of
-    letting Inductor write the caller's tensors in place. Inductor 2.3-2.14 can drop
-    a clone the op reads (``y = x.clone(); op(x, y)`` compiles to ``op(x, x)``,
-    pytorch/pytorch#198031): a kernel that reads its inputs after writing its
-    output then computes wrong values. ``tagged_ops.testing.check`` says whether
-    an op needs this; ``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` turns it on for every op.
+    letting Inductor write the caller's tensors in place. The compiler hazards
+    docs/hazards.md lists (a dropped clone, pytorch/pytorch#198031, among them) are
+    fixed without it; it remains for a kernel you suspect of a hazard nobody has
+    measured yet. ``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` turns it on for every op.
     """
     return _decorator_or_define(
         "inplace",
