@@ -25,10 +25,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
+
+import _junit  # noqa: E402
+
 PATCH = HERE / "port.patch"
 BITSANDBYTES = "0.50.2"
 # bitsandbytes-foundation/bitsandbytes main after 0.50.1; its bitsandbytes/ equals the 0.50.2 wheel's but for __version__
@@ -54,32 +57,13 @@ print(json.dumps({"ms": 1e3 * elapsed, "mb": rss() - r0, "dynamo": "torch._dynam
 """
 
 
-def _outcomes(junit: Path) -> dict[str, str]:
-    outcomes = {}
-    for case in ET.parse(junit).iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed"
-            elif child.tag == "skipped":
-                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
-        outcomes[name] = outcome
-    return outcomes
-
-
-def _tally(outcomes: dict[str, str]) -> dict[str, int]:
-    kinds = ("passed", "failed", "skipped", "xfailed")
-    return {k: sum(1 for o in outcomes.values() if o == k) for k in kinds}
-
-
 def _run(checkout: Path, label: str, workers: str, env: dict[str, str]) -> dict[str, str]:
     junit = Path(tempfile.mkdtemp(prefix=f"bnb-{label}-")) / "junit.xml"
     run_env = {**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"bnb-inductor-{label}-")}
     command = [sys.executable, "-m", "pytest", *TESTS, "-q", "-p", "no:cacheprovider", "-n", workers]
     print(f"[{label}]", " ".join(command), flush=True)
     subprocess.run([*command, f"--junitxml={junit}"], cwd=checkout, env=run_env, check=False)
-    return _outcomes(junit)
+    return _junit.outcomes(junit)
 
 
 def _import_cost(env: dict[str, str], repeat: int) -> dict[str, object]:
@@ -137,8 +121,8 @@ def main() -> int:
         "bitsandbytes": BITSANDBYTES,
         "bitsandbytes_tests_commit": PINNED_COMMIT,
         "tests": TESTS,
-        "unported": _tally(unported),
-        "ported": _tally(ported),
+        "unported": _junit.tally(unported),
+        "ported": _junit.tally(ported),
         "changed": changed,
         "unported_import": unported_import,
         "ported_import": ported_import,

@@ -30,10 +30,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
+
+import _junit  # noqa: E402
+
 PATCH = HERE / "port.patch"
 COMPILED_TESTS = HERE / "test_compiled.py"
 TORCH_SCATTER = "2.1.2"
@@ -90,24 +93,6 @@ print(json.dumps(best))
 """
 
 
-def _outcomes(junit: Path) -> dict[str, str]:
-    outcomes = {}
-    for case in ET.parse(junit).iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed"
-            elif child.tag == "skipped":
-                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
-        outcomes[name] = outcome
-    return outcomes
-
-
-def _tally(outcomes: dict[str, str]) -> dict[str, int]:
-    return {k: sum(1 for o in outcomes.values() if o == k) for k in ("passed", "failed", "skipped", "xfailed")}
-
-
 def _source_tree(source: Path, into: Path) -> Path:
     """A copy of the source to build from: the sdist unpacked, or the checkout copied."""
     if source.is_dir():
@@ -152,7 +137,7 @@ def _run_tests(tests: list[str], label: str, env: dict[str, str], workers: str) 
     print(f"[{label}]", " ".join(command), flush=True)
     run_env = {**env, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix=f"ts-inductor-{label}-")}
     subprocess.run([*command, f"--junitxml={junit}"], env=run_env, check=False, cwd=tempfile.gettempdir())
-    return _outcomes(junit)
+    return _junit.outcomes(junit)
 
 
 def main() -> int:
@@ -208,9 +193,9 @@ def main() -> int:
         if label == "ported":
             outcomes["compiled"] = _run_tests([str(COMPILED_TESTS)], "compiled", run_env, args.workers)
     unported, ported = outcomes["unported"], outcomes["ported"]
-    result["unported"] = _tally(unported)
-    result["ported"] = _tally(ported)
-    result["compiled"] = _tally(outcomes["compiled"])
+    result["unported"] = _junit.tally(unported)
+    result["ported"] = _junit.tally(ported)
+    result["compiled"] = _junit.tally(outcomes["compiled"])
     result["changed"] = {n: f"{unported.get(n, 'absent')} -> {o}" for n, o in ported.items() if unported.get(n) != o}
     result["compiled_failures"] = sorted(n for n, o in outcomes["compiled"].items() if o == "failed")
     before, after = result["unported_us_per_call"], result["ported_us_per_call"]
