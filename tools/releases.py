@@ -27,7 +27,8 @@ class Release:
     #: carry the oldest Python we claim and the newest each end of the range has.
     python: str = "3.11"
     #: In ``nox -t ci`` (what .ci/run runs, inside its time budget on 2 cores): the oldest
-    #: release, the first native (both paths), the newest.
+    #: release (the fallback) and the first native one (both paths). A whole-suite session
+    #: takes 12-30 minutes on 2 cores, so the newer releases run in the matrix.
     ci: bool = False
 
 
@@ -45,7 +46,7 @@ RELEASE_TABLE: tuple[Release, ...] = (
     Release("2.12.1", "fallback"),
     Release("2.13.0", "native", ci=True),
     Release("2.14.1", "native", python="3.10"),  # the oldest Python we claim
-    Release("2.15.0", "native", python="3.13", ci=True),  # the newest Python this machine has
+    Release("2.15.0", "native", python="3.13"),  # the newest Python this machine has
 )
 
 RELEASES: list[str] = [r.version for r in RELEASE_TABLE]
