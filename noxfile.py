@@ -230,7 +230,8 @@ def _scatter_session(release: str, *, fallback: bool) -> None:
                 f"repository at the 2.1.2 tag (with the sdist, {SCATTER_TESTS_ENV_VAR} names the tests)"
             )
         try:
-            install_torch(session, release, "pytest", "pytest-xdist", "numpy", "setuptools", "wheel")
+            # pip: run.py builds and installs the wheels with it (a uv environment has none)
+            install_torch(session, release, "pytest", "pytest-xdist", "numpy", "setuptools", "wheel", "pip")
             session.install("--no-deps", "-e", str(ROOT))
             result = _results_dir() / "downstream" / f"torch_scatter-{release}{'-fallback' if fallback else ''}.json"
             flags = ["--fallback"] if fallback else []
