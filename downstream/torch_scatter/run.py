@@ -9,11 +9,11 @@ has torch and tagged_ops installed. ``SOURCE`` is torch_scatter 2.1.2: its PyPI 
 the tests (the sdist has none: pass ``--tests`` a checkout's ``test/`` then). The script
 builds a wheel from the source as released and from the source with ``port.patch`` applied
 (``patch -p1`` in its top folder), or takes the two wheels ``--wheels`` names (built
-that way before, for this torch: the builds take most of a session's time), and for each:
-installs it, measures its import (time and
-RSS of ``import torch_scatter`` plus one call of each public function, fresh processes,
-median), times eager calls through the public functions, and runs the tests; the ported
-build also runs ``test_compiled.py`` (every public function compiled with ``fullgraph=True``
+that way before, for this torch: the builds take most of a session's time). It installs each
+into a folder of its own and, alternating between the two round after round, measures their
+import (time and RSS of ``import torch_scatter`` plus one call of each public function, fresh
+processes, median) and times eager calls through the public functions (best of three
+processes each); then it runs the tests on each; the ported build also runs ``test_compiled.py`` (every public function compiled with ``fullgraph=True``
 against eager, ``opcheck`` of every declared op). It writes both tallies, every test whose
 outcome changed, the measurements and the ratios to ``RESULT_JSON``, and exits 1 when a test
 passes unported and fails ported, or a compiled case fails.
@@ -116,11 +116,16 @@ def _build(tree: Path, label: str) -> Path:
     return next(wheels.glob("torch_scatter-*.whl"))
 
 
-def _install(wheel: Path, label: str) -> None:
-    print(f"[{label}] installing {wheel}", flush=True)
+def _install(wheel: Path, label: str, into: Path) -> dict[str, str]:
+    """Install ``wheel`` into a folder of its own; returns what a process needs to import it from there.
+
+    Both builds stay installed side by side, so that their costs are measured alternately,
+    round after round, rather than minutes apart on a machine whose load changes."""
+    print(f"[{label}] installing {wheel} into {into}", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)], check=True
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(into), str(wheel)], check=True
     )
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(into), os.environ.get("PYTHONPATH")]))}
 
 
 def _measure(code: str, env: dict[str, str], repeat: int) -> list[dict[str, object]]:
@@ -172,8 +177,8 @@ def main() -> int:
             1 for line in PATCH.read_text().splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
         ),
     }
-    outcomes = {}
-    for label, run_env in (("unported", env), ("ported", ported_env)):
+    envs: dict[str, dict[str, str]] = {}
+    for label, label_env in (("unported", env), ("ported", ported_env)):
         if args.wheels:
             wheel = args.wheels[label == "ported"]
         else:
@@ -181,14 +186,26 @@ def main() -> int:
             if label == "ported":
                 subprocess.run(["patch", "-p1", "-d", str(tree), "-i", str(PATCH)], check=True)
             wheel = _build(tree, label)
-        _install(wheel, label)
-        imports = _measure(_IMPORT_COST, run_env, args.repeat)
+        envs[label] = {**label_env, **_install(wheel, label, work / f"{label}-site")}
+    # the two builds alternate: import cost over --repeat rounds, call cost over three
+    imports: dict[str, list[dict[str, object]]] = {"unported": [], "ported": []}
+    calls: dict[str, list[dict[str, float]]] = {"unported": [], "ported": []}
+    for _ in range(args.repeat):
+        for label in envs:
+            imports[label] += _measure(_IMPORT_COST, envs[label], 1)
+    for _ in range(3):
+        for label in envs:
+            calls[label] += _measure(_CALL_COST, envs[label], 1)  # type: ignore[arg-type]
+    outcomes = {}
+    per_call: dict[str, dict[str, float]] = {}
+    for label, run_env in envs.items():
         result[f"{label}_import"] = {
-            "ms": round(statistics.median(float(r["ms"]) for r in imports), 1),  # type: ignore[arg-type]
-            "mb": round(statistics.median(float(r["mb"]) for r in imports), 1),  # type: ignore[arg-type]
-            "imports_dynamo": any(r["dynamo"] for r in imports),
+            "ms": round(statistics.median(float(r["ms"]) for r in imports[label]), 1),  # type: ignore[arg-type]
+            "mb": round(statistics.median(float(r["mb"]) for r in imports[label]), 1),  # type: ignore[arg-type]
+            "imports_dynamo": any(r["dynamo"] for r in imports[label]),
         }
-        result[f"{label}_us_per_call"] = {k: round(v, 2) for k, v in _measure(_CALL_COST, run_env, 1)[0].items()}  # type: ignore[union-attr]
+        per_call[label] = {k: round(min(r[k] for r in calls[label]), 2) for k in calls[label][0]}
+        result[f"{label}_us_per_call"] = per_call[label]
         outcomes[label] = _run_tests(tests, label, run_env, args.workers)
         if label == "ported":
             outcomes["compiled"] = _run_tests([str(COMPILED_TESTS)], "compiled", run_env, args.workers)
@@ -198,8 +215,8 @@ def main() -> int:
     result["compiled"] = _junit.tally(outcomes["compiled"])
     result["changed"] = {n: f"{unported.get(n, 'absent')} -> {o}" for n, o in ported.items() if unported.get(n) != o}
     result["compiled_failures"] = sorted(n for n, o in outcomes["compiled"].items() if o == "failed")
-    before, after = result["unported_us_per_call"], result["ported_us_per_call"]
-    result["ratio_per_call"] = {k: round(after[k] / before[k], 3) for k in after}  # type: ignore[index]
+    before, after = per_call["unported"], per_call["ported"]
+    result["ratio_per_call"] = {k: round(after[k] / before[k], 3) for k in after}
     imp_before, imp_after = result["unported_import"], result["ported_import"]
     result["ratio_import_ms"] = round(imp_after["ms"] / imp_before["ms"], 3)  # type: ignore[index]
     result["import_mb_added"] = round(imp_after["mb"] - imp_before["mb"], 1)  # type: ignore[index]
