@@ -28,7 +28,7 @@ class Release:
     python: str = "3.11"
     #: In ``nox -t ci`` (what .ci/run runs, inside its time budget on 2 cores): the oldest
     #: release (the fallback) and the first native one (both paths). A whole-suite session
-    #: takes 12-30 minutes on 2 cores, so the newer releases run in the matrix.
+    #: takes 13-25 minutes on 2 cores, so the newer releases run in the matrix.
     ci: bool = False
 
 
