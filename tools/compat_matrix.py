@@ -218,7 +218,8 @@ def _downstream() -> list[str]:
         "ways; its port also compiles every public function (`downstream/torch_scatter/test_compiled.py`); import:",
         "the time of `import torch_scatter` plus a call of each public function, ported / unported; eager call:",
         "the slowest ratio, ported / unported, of six eager calls through its Python API (`run.py` lists them;",
-        "both builds installed side by side and measured in alternating fresh processes).",
+        'both builds installed side by side and measured in alternating fresh processes; "seq.": one build',
+        "measured after the other, minutes apart, so machine load moves the ratio).",
         "",
         "| library | torch | path | unported | ported | changed | compiled | import | eager call |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -233,6 +234,8 @@ def _downstream() -> list[str]:
         compiled = _tally(d["compiled"]) if "compiled" in d else "n/a"
         imported = f"{d['ratio_import_ms']}, +{d['import_mb_added']} MB" if "ratio_import_ms" in d else "not run"
         calls = f"{max(d['ratio_per_call'].values())}x" if "ratio_per_call" in d else "n/a"  # bitsandbytes: n/a
+        if "ratio_per_call" in d and d.get("cost_measured") != "alternating":
+            imported, calls = imported + " (seq.)", calls + " (seq.)"
         lines.append(
             f"| {library} {d.get(library, '')} | {d['torch']} | {d['path']} | {_tally(d['unported'])} | "
             f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} |"

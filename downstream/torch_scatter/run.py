@@ -173,6 +173,7 @@ def main() -> int:
         "path": "fallback" if args.fallback or not tagged_ops.NATIVE_TAGS else "native",
         "torch_scatter": TORCH_SCATTER,
         "wheels": "prebuilt (--wheels)" if args.wheels else "built here from SOURCE",
+        "cost_measured": "alternating",  # both builds side by side, alternating fresh processes
         "patch_lines": sum(
             1 for line in PATCH.read_text().splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
         ),
