@@ -13,7 +13,8 @@ that way before, for this torch: the builds take most of a session's time). It i
 into a folder of its own and, alternating between the two round after round, measures their
 import (time and RSS of ``import torch_scatter`` plus one call of each public function, fresh
 processes, median) and times eager calls through the public functions (best of three
-processes each); then it runs the tests on each; the ported build also runs ``test_compiled.py`` (every public function compiled with ``fullgraph=True``
+processes each); then it runs the tests on each; the ported build also runs
+``test_compiled.py`` (every public function compiled with ``fullgraph=True``
 against eager, ``opcheck`` of every declared op). It writes both tallies, every test whose
 outcome changed, the measurements and the ratios to ``RESULT_JSON``, and exits 1 when a test
 passes unported and fails ported, or a compiled case fails.
@@ -31,6 +32,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
@@ -128,12 +130,10 @@ def _install(wheel: Path, label: str, into: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(into), os.environ.get("PYTHONPATH")]))}
 
 
-def _measure(code: str, env: dict[str, str], repeat: int) -> list[dict[str, object]]:
-    runs = []
-    for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return runs
+def _measure(code: str, env: dict[str, str]) -> Any:
+    """Run ``code`` in a fresh process; returns the JSON it printed last."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _run_tests(tests: list[str], label: str, env: dict[str, str], workers: str) -> dict[str, str]:
@@ -193,10 +193,10 @@ def main() -> int:
     calls: dict[str, list[dict[str, float]]] = {"unported": [], "ported": []}
     for _ in range(args.repeat):
         for label in envs:
-            imports[label] += _measure(_IMPORT_COST, envs[label], 1)
+            imports[label].append(_measure(_IMPORT_COST, envs[label]))
     for _ in range(3):
         for label in envs:
-            calls[label] += _measure(_CALL_COST, envs[label], 1)  # type: ignore[arg-type]
+            calls[label].append(_measure(_CALL_COST, envs[label]))
     outcomes = {}
     per_call: dict[str, dict[str, float]] = {}
     for label, run_env in envs.items():
