@@ -77,7 +77,8 @@ class ResultsRecorder:
             if "fallback" in params:
                 return area, "fallback" if params["fallback"] else "native"
             return area, "native" if tagged_ops.NATIVE_TAGS and not env_flag(FALLBACK_ENV_VAR) else "fallback"
-        return area, str(params.get("path", "any"))
+        path = params.get("path")  # the suite's path fixture; other tests' `path` parameters are not paths
+        return area, path if path in ("native", "fallback") else "any"
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

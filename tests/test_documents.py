@@ -58,6 +58,27 @@ def test_no_document_narrates_how_the_project_was_developed() -> None:
     assert found == []
 
 
+#: Absolute paths of a machine (a checkout, a home folder, a scratch area) in what is committed.
+MACHINE_PATH = re.compile(r"(?<![\w.])/(work|root|home|opt|Users)/[\w.-]+")
+
+
+def test_no_tracked_file_names_a_machine_path() -> None:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    found = []
+    for name in listed.stdout.splitlines():  # results/ included: its data says which commit ran, not where
+        path = ROOT / name
+        if not path.is_file() or path.suffix in (".png", ".whl", ".gz") or name == "tests/test_documents.py":
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        found += [f"{name}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)][:3]
+    assert found == []
+
+
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 #: Pages whose Python code blocks run top to bottom, as a reader would run them (docs/adopting.md
 #: has its own test, with its before/after modules).

@@ -144,10 +144,10 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_modules_are_small_and_say_what_they_own(path: Path) -> None:
-    text = path.read_text()
+@pytest.mark.parametrize("module", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_are_small_and_say_what_they_own(module: Path) -> None:
+    text = module.read_text()
     assert len(text.splitlines()) <= MAX_LINES
-    if path.name != "__main__.py":
+    if module.name != "__main__.py":
         docstring = ast.get_docstring(ast.parse(text))
-        assert docstring, f"{path.relative_to(PACKAGE)} has no module docstring"
+        assert docstring, f"{module.relative_to(PACKAGE)} has no module docstring"
