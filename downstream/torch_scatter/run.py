@@ -12,10 +12,11 @@ builds a wheel from the source as released and from the source with ``port.patch
 that way before, for this torch: the builds take most of a session's time). It installs each
 into a folder of its own and, alternating between the two round after round, measures their
 import (time and RSS of ``import torch_scatter`` plus one call of each public function, fresh
-processes, median) and times eager calls through the public functions (best of three
-processes each); then it runs the tests on each; the ported build also runs
-``test_compiled.py`` (every public function compiled with ``fullgraph=True``
-against eager, ``opcheck`` of every declared op). It writes both tallies, every test whose
+processes, median) and times eager calls through the public functions (best of ``--repeat``
+processes each: on a loaded machine, the best of three moved a ratio by 2x between runs);
+then it runs the tests on each; the ported build also runs ``test_compiled.py`` (every
+public function compiled with ``fullgraph=True`` against eager, ``opcheck`` of every
+declared op). It writes both tallies, every test whose
 outcome changed, the measurements and the ratios to ``RESULT_JSON``, and exits 1 when a test
 passes unported and fails ported, or a compiled case fails.
 """
@@ -153,7 +154,7 @@ def main() -> int:
     parser.add_argument("--tests", type=Path, help="torch_scatter's test/ folder (default: SOURCE/test)")
     parser.add_argument("--wheels", nargs=2, type=Path, metavar=("UNPORTED", "PORTED"), help="prebuilt wheels")
     parser.add_argument("--workers", default="2")
-    parser.add_argument("--repeat", type=int, default=5, help="fresh processes per import measurement")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh processes per build, for import and call cost")
     args = parser.parse_args()
     tests_dir = args.tests or args.source / "test"
     if not tests_dir.is_dir():
@@ -188,13 +189,13 @@ def main() -> int:
                 subprocess.run(["patch", "-p1", "-d", str(tree), "-i", str(PATCH)], check=True)
             wheel = _build(tree, label)
         envs[label] = {**label_env, **_install(wheel, label, work / f"{label}-site")}
-    # the two builds alternate: import cost over --repeat rounds, call cost over three
+    # the two builds alternate, round after round: import cost (median) and call cost (best)
     imports: dict[str, list[dict[str, object]]] = {"unported": [], "ported": []}
     calls: dict[str, list[dict[str, float]]] = {"unported": [], "ported": []}
     for _ in range(args.repeat):
         for label in envs:
             imports[label].append(_measure(_IMPORT_COST, envs[label]))
-    for _ in range(3):
+    for _ in range(args.repeat):
         for label in envs:
             calls[label].append(_measure(_CALL_COST, envs[label]))
     outcomes = {}
