@@ -109,3 +109,44 @@ def torch_gets_wrong() -> dict[str, bool | None]:
     done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+_MUTATED_ALIAS_REUSE = r"""
+import json
+import torch._inductor.codegen.wrapper as wrapper
+from torch._inductor.ir import MutationOutput
+
+codegen = getattr(wrapper, "PythonWrapperCodegen", None) or wrapper.WrapperCodeGen
+original = codegen.codegen_inplace_reuse
+seen = []
+
+def codegen_inplace_reuse(self, input_buffer, output_buffer):
+    if isinstance(input_buffer, MutationOutput):
+        seen.append(input_buffer.get_name())
+        raise RuntimeError("stop: the compiled code would overflow the alias")  # never run it
+    return original(self, input_buffer, output_buffer)
+
+codegen.codegen_inplace_reuse = codegen_inplace_reuse
+
+def program(x, z):
+    ops.axpby_.default(x[1:], z[1:], 1.0)
+    y = x[1:].clone()
+    ops.axpby_.default(x[1:], y, 0.5)
+    return y
+
+try:
+    torch.compile(program, fullgraph=True)(torch.randn(4, 3), torch.randn(4, 3))
+    compiled = True
+except Exception:
+    compiled = False
+print(json.dumps(True if seen else (False if compiled else None)))
+"""
+
+
+def torch_reuses_a_mutated_alias() -> bool | None:
+    """Does Inductor hand a mutated view's alias (``MutationOutput``, which owns no memory) to the
+    next kernel as its buffer? Decided at code generation, before anything runs: the
+    program would overflow the heap. None: this torch compiles no direct call of the op."""
+    done = subprocess.run([sys.executable, "-c", _PRELUDE + _MUTATED_ALIAS_REUSE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

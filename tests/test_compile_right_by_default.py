@@ -11,6 +11,10 @@ raw ``custom_op`` ops:
    Inductor dropped the clone (``tagged_ops/_fixes/clone_of_written_value.py``);
 3. ``x0.copy_(x1); op_(x1, x0)``: torch's own, plain ATen too (a canary below).
 
+And on 2.3.1, a direct call on a view with an offset, then a clone of that view: Inductor
+reused the written view's alias as a larger buffer, a heap overflow
+(``tagged_ops/_fixes/reuse_of_mutated_alias.py``).
+
 Each pattern runs eager and compiled (``fullgraph=True``), through the handle and
 through ``torch.ops``, on both paths; values, every input after the call, and
 gradients must match. The canaries fail once torch fixes a bug (then its fix can go).
@@ -28,7 +32,7 @@ from torch import Tensor
 import tagged_ops
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
-from ._raw_programs import CLONES, COPY_THEN_WRITE, DONATED, torch_gets_wrong
+from ._raw_programs import CLONES, COPY_THEN_WRITE, DONATED, torch_gets_wrong, torch_reuses_a_mutated_alias
 
 RAW_FACT = "torch_gets_wrong"  # recorded for compat_matrix.md (tests/_results.py)
 
@@ -327,6 +331,19 @@ def test_canary_clone_of_a_written_value_is_dropped(raw: dict[str, bool | None])
     if all(raw[name] is None for name in CLONES):
         pytest.skip(f"torch {torch.__version__}'s Inductor compiles no mutating custom op")
     assert any(raw[name] for name in CLONES), {name: raw[name] for name in CLONES}
+
+
+def test_canary_mutated_alias_is_reused() -> None:
+    """Fails once torch stops reusing a mutated view's alias as a buffer: retire _fixes/reuse_of_mutated_alias.py.
+
+    The compiled-vs-eager side is ``test_clones_of_values_an_op_writes[...clone of a view-torch.ops]``:
+    without the fix, 2.3.1 overflows the heap there (the process aborts, or memory is corrupted)."""
+    reused = torch_reuses_a_mutated_alias()
+    if reused is None:
+        pytest.skip(f"torch {torch.__version__}'s Inductor compiles no direct call of a mutating custom op")
+    if not reused:
+        pytest.skip(f"torch {torch.__version__} never reuses the alias: the fix changes nothing here")
+    assert reused
 
 
 def test_copy_then_a_write_that_reads_the_copy(path: str, ns: str, raw: dict[str, bool | None]) -> None:

@@ -95,6 +95,37 @@ SAVED_EXPORT = textwrap.dedent(
 )
 
 
+# The same program's out= call as a raw classic mutable op, where tagged_ops was never imported.
+RAW_SAVED_EXPORT = textwrap.dedent(
+    """
+    import sys, torch
+
+    fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+    lib = torch.library.Library("raw_export", "DEF")
+    lib.define("add_out(Tensor x, Tensor y, Tensor(a!) out) -> ()")
+    def add_out(x, y, out):
+        torch.add(x, y, out=out)
+
+    lib.impl("add_out", add_out, "CompositeExplicitAutograd")
+    fake("raw_export::add_out", lambda x, y, out: None, lib=lib)
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            o = torch.empty_like(x)
+            torch.ops.raw_export.add_out(x[1:], y, o[1:])
+            return o[1:] + 1
+
+    x, y = torch.arange(5.0), torch.ones(4)
+    path = sys.argv[1]
+    if sys.argv[2] == "save":
+        torch.export.save(torch.export.export(M(), (x, y)).run_decompositions(), path)
+    else:
+        torch.testing.assert_close(torch.export.load(path).module()(x, y), x[1:] + y + 1)
+    print("ok")
+    """
+)
+
+
 def _run(code: str, args: list[str], env: dict[str, str]) -> str:
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -127,4 +158,14 @@ def test_saved_export_loads_and_runs_in_a_fresh_process(tmp_path: Path, fallback
     env = env_for_path(fallback=fallback)
     path = str(tmp_path / "program.pt2")
     assert _run(SAVED_EXPORT, [path, "save"], env) == "ok"
-    assert _run(SAVED_EXPORT, [path, "load"], env) == "ok"
+    loaded = subprocess.run([sys.executable, "-c", SAVED_EXPORT, path, "load"], env=env, capture_output=True, text=True)
+    if loaded.returncode != 0:
+        raw_path = str(tmp_path / "raw.pt2")
+        assert _run(RAW_SAVED_EXPORT, [raw_path, "save"], env) == "ok"
+        raw = subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, raw_path, "load"], capture_output=True, text=True)
+        if "SerializeError" in raw.stderr and "SerializeError" in loaded.stderr:
+            # torch's own (2.6.0 measured): in a fresh process its deserializer does not know
+            # auto_functionalized, so a raw op's saved export fails to load too, loudly
+            pytest.xfail(f"torch {torch.__version__} loads no saved export of a mutable custom op, raw ones neither")
+    assert loaded.returncode == 0, loaded.stderr[-4000:]
+    assert loaded.stdout.strip().splitlines()[-1] == "ok"

@@ -85,6 +85,7 @@ def _fixes() -> tuple[ModuleType, ...]:
         out_variant_pairing,
         reads_before_writes,
         returned_alias,
+        reuse_of_mutated_alias,
     )
 
     return (
@@ -97,6 +98,7 @@ def _fixes() -> tuple[ModuleType, ...]:
         fx_signature_cache,
         mutable_ops_on_2_2,
         mutated_views_v1,
+        reuse_of_mutated_alias,
     )
 
 

@@ -1,0 +1,53 @@
+"""Inductor reused a mutated argument's alias, which owns no memory, as a new buffer (2.3).
+
+A direct ``torch.ops`` call of a mutating op on a view with a storage offset
+(``op_(x[1:], ...)``) becomes, in Inductor's IR, a ``MutationOutput``: an alias of the
+written tensor. 2.3.1's scheduler let the next kernel take it over in place, allocated
+it at its own view size (the offset dropped) and wrote the larger result into it: a
+heap overflow that aborts the process ("free(): invalid next size") or corrupts memory
+silently. Raw classic ops too. Measured on 2.3.1; 2.2.2 lowers no direct call, and
+2.4.1-2.15.0 never offered the alias for reuse.
+
+The fix: a ``MutationOutput`` is never reused (it owns no memory to give). Installed at
+the first trace of a tagged op, once Inductor's wrapper codegen is imported; on a torch
+that never offers the alias it changes nothing. Canary:
+tests/test_compile_right_by_default.py::test_canary_mutated_alias_is_reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._after_import import when_imported
+
+if TYPE_CHECKING:
+    from . import Op
+
+
+def at_first_trace(op: Op) -> None:
+    when_imported("torch._inductor.codegen.wrapper", _install)
+
+
+def _install(module: ModuleType) -> None:
+    # 2.3-2.x: WrapperCodeGen; later PythonWrapperCodegen (the C++ wrappers inherit it)
+    codegen = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
+    alias = getattr(importlib.import_module("torch._inductor.ir"), "MutationOutput", None)
+    original = getattr(codegen, "can_reuse", None)
+    if codegen is None or alias is None or original is None or hasattr(original, "__tagged_ops_fix__"):
+        return
+    codegen.can_reuse = _never_an_alias(original, alias)
+
+
+def _never_an_alias(original: Callable[..., bool], alias: type) -> Callable[..., bool]:
+    @functools.wraps(original)
+    def can_reuse(self: Any, input_buffer: Any, output_buffer: Any = None) -> bool:
+        # the scheduler passes its own node (or buffer), the wrapper an IR buffer
+        if isinstance(getattr(input_buffer, "node", input_buffer), alias):
+            return False
+        return original(self, input_buffer, output_buffer)
+
+    can_reuse.__tagged_ops_fix__ = True  # type: ignore[attr-defined]
+    return can_reuse
