@@ -436,10 +436,11 @@ def is_functional_base(t: torch.Tensor) -> bool:
 
 #: Importing any of these may load compiled code (from Inductor's or AOTAutograd's
 #: on-disk caches, or a saved export: its deserializer) that names an op without tracing
-#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15).
+#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15,
+#: and the ``torch._inductor`` package with its config, 2.5: not what loads code).
 COMPILER_MODULES = (
     "torch._dynamo",
-    "torch._inductor",
+    "torch._inductor.codecache",
     "torch._functorch.aot_autograd",
     "torch._export.serde",
 )
