@@ -143,10 +143,25 @@ print(json.dumps(True if seen else (False if compiled else None)))
 """
 
 
-def torch_reuses_a_mutated_alias() -> bool | None:
+# The same op defined through tagged_ops (its fixes installed at the first trace), called the same way.
+_TAGGED_PRELUDE = r"""
+import json, sys
+import torch, tagged_ops
+
+@tagged_ops.define_inplace("alias_reuse::axpby_")
+def axpby_(w: torch.Tensor, x: torch.Tensor, a: float) -> torch.Tensor:
+    return w.mul_(a).add_(x)
+
+ops = torch.ops.alias_reuse
+"""
+
+
+def torch_reuses_a_mutated_alias(*, through_tagged_ops: bool = False) -> bool | None:
     """Does Inductor hand a mutated view's alias (``MutationOutput``, which owns no memory) to the
     next kernel as its buffer? Decided at code generation, before anything runs: the
-    program would overflow the heap. None: this torch compiles no direct call of the op."""
-    done = subprocess.run([sys.executable, "-c", _PRELUDE + _MUTATED_ALIAS_REUSE], capture_output=True, text=True)
+    program would overflow the heap. None: this torch compiles no direct call of the op.
+    ``through_tagged_ops``: the op defined with tagged_ops instead of a raw classic op."""
+    prelude = _TAGGED_PRELUDE if through_tagged_ops else _PRELUDE
+    done = subprocess.run([sys.executable, "-c", prelude + _MUTATED_ALIAS_REUSE], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

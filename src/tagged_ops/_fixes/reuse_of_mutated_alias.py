@@ -11,7 +11,8 @@ silently. Raw classic ops too. Measured on 2.3.1; 2.2.2 lowers no direct call, a
 The fix: a ``MutationOutput`` is never reused (it owns no memory to give). Installed at
 the first trace of a tagged op, once Inductor's wrapper codegen is imported; on a torch
 that never offers the alias it changes nothing. Canary:
-tests/test_compile_right_by_default.py::test_canary_mutated_alias_is_reused.
+tests/test_compile_right_by_default.py::test_mutated_aliases_are_never_reused (it records torch's
+own answer per release; the fix retires once no release of the matrix reuses the alias).
 """
 
 from __future__ import annotations
