@@ -6,7 +6,7 @@ written tensor. 2.3.1's scheduler let the next kernel take it over in place, all
 it at its own view size (the offset dropped) and wrote the larger result into it: a
 heap overflow that aborts the process ("free(): invalid next size") or corrupts memory
 silently. Raw classic ops too. Measured on 2.3.1; 2.2.2 lowers no direct call, and
-2.4.1-2.15.0 never offered the alias for reuse.
+2.4.1 and 2.13.0 never offered the alias for reuse.
 
 The fix: a ``MutationOutput`` is never reused (it owns no memory to give). Installed at
 the first trace of a tagged op, once Inductor's wrapper codegen is imported; on a torch
@@ -33,7 +33,8 @@ def at_first_trace(op: Op) -> None:
 
 
 def _install(module: ModuleType) -> None:
-    # 2.3-2.x: WrapperCodeGen; later PythonWrapperCodegen (the C++ wrappers inherit it)
+    # WrapperCodeGen on older releases (2.3.1, 2.4.1), PythonWrapperCodegen on newer (2.13.0);
+    # the C++ wrappers inherit the method
     codegen = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
     alias = getattr(importlib.import_module("torch._inductor.ir"), "MutationOutput", None)
     original = getattr(codegen, "can_reuse", None)
