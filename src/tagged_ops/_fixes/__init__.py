@@ -86,6 +86,7 @@ def _fixes() -> tuple[ModuleType, ...]:
         reads_before_writes,
         returned_alias,
         reuse_of_mutated_alias,
+        saved_export_loading,
     )
 
     return (
@@ -99,6 +100,7 @@ def _fixes() -> tuple[ModuleType, ...]:
         mutable_ops_on_2_2,
         mutated_views_v1,
         reuse_of_mutated_alias,
+        saved_export_loading,
     )
 
 

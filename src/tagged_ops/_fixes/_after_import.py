@@ -27,7 +27,8 @@ def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
     if name not in _WAITING:
         _WAITING[name] = []
         sys.meta_path.insert(0, _AfterImport(name))
-    _WAITING[name].append(install)
+    if install not in _WAITING[name]:  # asked once per op: one patch waits once
+        _WAITING[name].append(install)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
