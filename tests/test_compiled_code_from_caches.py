@@ -163,7 +163,10 @@ def test_saved_export_loads_and_runs_in_a_fresh_process(
     assert _run(SAVED_EXPORT, [path, "save"], env) == "ok"
     assert _run(SAVED_EXPORT, [path, "load"], env) == "ok"
     # torch's own answer (2.6.0: SerializeError), which _fixes/saved_export_loading.py works around
+    # (None: a raw op's program does not even export here, 2.2.2)
     raw_path = str(tmp_path / "raw.pt2")
-    assert _run(RAW_SAVED_EXPORT, [raw_path, "save"], env) == "ok"
-    raw = subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, raw_path, "load"], capture_output=True, text=True)
-    record_property("raw_saved_export_loads", raw.returncode == 0)
+    steps = [
+        subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, raw_path, step], capture_output=True, text=True)
+        for step in ("save", "load")
+    ]
+    record_property("raw_saved_export_loads", None if steps[0].returncode else steps[1].returncode == 0)
