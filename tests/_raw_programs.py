@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 _PRELUDE = r"""
 import json, sys
@@ -106,9 +107,14 @@ def torch_gets_wrong() -> dict[str, bool | None]:
     for name, (program, make) in PROGRAMS.items():
         lines += [program, f"result[{name!r}] = differs(program, {make})"]
     lines.append("print(json.dumps(result))")
-    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True)
+    return _last_json_line("\n".join(lines))  # type: ignore[no-any-return]
+
+
+def _last_json_line(code: str) -> Any:
+    """Run ``code`` in a fresh interpreter; what its last printed line says, as JSON."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 _MUTATED_ALIAS_REUSE = r"""
@@ -162,6 +168,4 @@ def torch_reuses_a_mutated_alias(*, through_tagged_ops: bool = False) -> bool | 
     program would overflow the heap. None: this torch compiles no direct call of the op.
     ``through_tagged_ops``: the op defined with tagged_ops instead of a raw classic op."""
     prelude = _TAGGED_PRELUDE if through_tagged_ops else _PRELUDE
-    done = subprocess.run([sys.executable, "-c", prelude + _MUTATED_ALIAS_REUSE], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return _last_json_line(prelude + _MUTATED_ALIAS_REUSE)  # type: ignore[no-any-return]

@@ -29,11 +29,11 @@ HISTORY = re.compile(
 )
 
 
-def _tracked_text_files() -> list[Path]:
+def _tracked_text_files(skip: tuple[str, ...] = ("results/",)) -> list[Path]:
+    """Tracked files but images and archives; ``skip``: path prefixes left out (results/: data)."""
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
     if listed.returncode != 0:
         pytest.skip("not a git checkout: the tracked files are unknown")
-    skip = ("results/",)  # data: which commit ran where
     paths = []
     for name in listed.stdout.splitlines():
         path = ROOT / name
@@ -63,19 +63,15 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(work|root|home|opt|Users)/[\w.-]+")
 
 
 def test_no_tracked_file_names_a_machine_path() -> None:
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: the tracked files are unknown")
     found = []
-    for name in listed.stdout.splitlines():  # results/ included: its data says which commit ran, not where
-        path = ROOT / name
-        if not path.is_file() or path.suffix in (".png", ".whl", ".gz") or name == "tests/test_documents.py":
+    for path in _tracked_text_files(skip=()):  # results/ included: its data says which commit ran, not where
+        if path.name == "test_documents.py":
             continue
         try:
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        found += [f"{name}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)][:3]
+        found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)][:3]
     assert found == []
 
 
