@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 _PRELUDE = r"""
-import json, sys
+import contextlib, json, sys
 import torch
+import torch._inductor.config as inductor_config
 fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
 lib = torch.library.Library("raw_programs", "DEF")
 lib.define("axpby_(Tensor(a!) w, Tensor x, float a) -> ()")
@@ -36,6 +37,11 @@ fake("raw_programs::axpby_", lambda w, x, a: None, lib=lib)
 fake("raw_programs::mix", lambda a, b, out: None, lib=lib)
 fake("raw_programs::rev", lambda src, out: None, lib=lib)
 ops = torch.ops.raw_programs
+
+def v1():  # auto_functionalized v1: the switch off where torch has one (2.5+); before, v1 is all there is
+    if hasattr(inductor_config, "enable_auto_functionalized_v2"):
+        return inductor_config.patch(enable_auto_functionalized_v2=False)
+    return contextlib.nullcontext()
 
 def differs(program, make):
     runs = []
@@ -82,6 +88,15 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         "def program(x, z):\n    y = x.clone()\n    ops.rev.default(y, x)\n    return x * 1\n",
         "lambda: (torch.arange(12.0).reshape(4, 3), torch.ones(4, 3))",
     ),
+    # _fixes/mutated_views_v1.py: auto_functionalized v1 (2.3-2.5, or the v2 switch off)
+    "write rows of an intermediate (auto_functionalized v1)": (
+        "def program(x, w):\n    h = w * 2\n    ops.axpby_.default(h[1:3], x[1:3], 0.5)\n    return h * x\n",
+        "lambda: (torch.ones(4, 3), torch.arange(12.0).reshape(4, 3))",
+    ),
+    "write columns of an intermediate (auto_functionalized v1)": (
+        "def program(x, w):\n    h = w * 2\n    ops.axpby_.default(h[:, 1:], x[:, 1:], 0.5)\n    return h * x\n",
+        "lambda: (torch.ones(4, 3), torch.arange(12.0).reshape(4, 3))",
+    ),
     # torch's own (tests/test_compile_right_by_default.py): plain ATen, and a raw custom op
     "x0.copy_(x1), then ATen writes x1 reading x0": (
         "def program(x0, x1):\n    x0.copy_(x1)\n    x1.mul_(0.5).add_(x0)\n    return torch.ones(1) + 0\n",
@@ -98,6 +113,10 @@ DONATED = (
     "write an out buffer through detach, then backward through it",
 )
 CLONES = ("clone, then write the source", "clone, then out= into the source (pytorch#198031)")
+VIEWS_V1 = (
+    "write rows of an intermediate (auto_functionalized v1)",
+    "write columns of an intermediate (auto_functionalized v1)",
+)
 COPY_THEN_WRITE = ("x0.copy_(x1), then ATen writes x1 reading x0", "x0.copy_(x1), then an op writes x1 reading x0")
 
 
@@ -105,7 +124,8 @@ def torch_gets_wrong() -> dict[str, bool | None]:
     """Each program of :data:`PROGRAMS`: does this torch compile it to other values than eager?"""
     lines = [_PRELUDE, "result = {}"]
     for name, (program, make) in PROGRAMS.items():
-        lines += [program, f"result[{name!r}] = differs(program, {make})"]
+        context = "v1()" if name in VIEWS_V1 else "contextlib.nullcontext()"
+        lines += [program, f"with {context}:", f"    result[{name!r}] = differs(program, {make})"]
     lines.append("print(json.dumps(result))")
     return _last_json_line("\n".join(lines))  # type: ignore[no-any-return]
 

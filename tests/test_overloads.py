@@ -19,7 +19,6 @@ from torch import Tensor
 import tagged_ops
 from tagged_ops import _compat as caps
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
-from tagged_ops._fixes.mutated_views_v1 import compiler_lowers_mutated_views
 
 from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns, require_exported_input_mutations
 
@@ -234,30 +233,17 @@ def test_inplace_overload_compiles_like_eager(
 
 
 def _xfail_untagged_dispatcher_call(request: pytest.FixtureRequest, pattern: str, version: str) -> None:
-    """Where a direct ``torch.ops`` call of the fallback's untagged op cannot compile right.
+    """Where a direct ``torch.ops`` call of the fallback's untagged op cannot compile: torch 2.2.
 
     The handle takes another route there (the functional twin, decided while
-    Dynamo traces); a direct dispatcher call is the raw untagged op, and gets what
-    any hand-written mutable op gets: on 2.2 Inductor lowers no mutable custom op
-    at all, and with auto_functionalized v1 (2.3-2.5, or the v2 switch off) it
-    miscompiles a mutated view of an intermediate. compat_matrix.md lists both.
+    Dynamo traces); a direct dispatcher call is the raw untagged op, and on 2.2
+    Inductor lowers no mutable custom op at all. (With ``auto_functionalized`` v1,
+    2.3-2.5 or the v2 switch off, a mutated view of an intermediate compiles right
+    through ``_fixes/mutated_views_v1.py``: the "v1" runs here check it.)
     """
     if not compiler_lowers_mutable_ops():
         reason = f"torch {torch.__version__}: Inductor cannot lower a mutable custom op (call it through the handle)"
-    elif pattern in _MUTATES_A_VIEW_OF_AN_INTERMEDIATE and (version == "v1" or not compiler_lowers_mutated_views()):
-        reason = "auto_functionalized v1 miscompiles a mutated view of an intermediate (call it through the handle)"
-    else:
-        return
-    # Wrong values for the contiguous slice on every release with v1; the other two come out
-    # right on some releases and wrong (or refused by Inductor: 2.15) on others.
-    request.applymarker(pytest.mark.xfail(strict=pattern == "inplace-intermediate-view", reason=reason))
-
-
-_MUTATES_A_VIEW_OF_AN_INTERMEDIATE = {
-    "inplace-intermediate-view",
-    "inplace-intermediate-strided-view",
-    "out-intermediate-view",
-}
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 # -- functional + out pairs ------------------------------------------------------------

@@ -53,8 +53,8 @@ CAVEATS = """## Caveats
 1. torch 2.2 compiles no mutating custom op: handle calls compile through the op's functional twin (one
    buffer and copy per written tensor); direct `torch.ops` calls do not compile (`tests/test_compile.py`).
 2. torch 2.3-2.5 (`auto_functionalized` v1): a handle call that writes a view compiles through the functional
-   twin; a direct `torch.ops` call that writes a view of an intermediate miscompiles, as any custom op's does
-   (`tests/test_overloads.py`).
+   twin (one buffer of the view's size); a direct `torch.ops` call copies the view's base as a raw op's does,
+   and compiles right where a raw op's miscompiles (`tests/test_overloads.py`, the "v1" column below).
 3. On the fallback path `torch.ops.<ns>.<name>` is the untagged op: out buffers positional, nothing returned
    (`tests/test_call_contract.py`); the handle behaves the same on both paths.
 4. Deliberate differences from native `custom_op` are expected failures of PyTorch's own tests
@@ -135,6 +135,8 @@ _WRONG = {  # fact key -> column
     "clone, then write the source": "clone, then write",
     "write a leaf under no_grad, then backward through it": "no_grad write, backward",
     "x0.copy_(x1), then ATen writes x1 reading x0": "copy_, then ATen",
+    "write rows of an intermediate (auto_functionalized v1)": "v1: rows of `w * 2`",
+    "write columns of an intermediate (auto_functionalized v1)": "v1: columns of `w * 2`",
 }
 
 
@@ -145,7 +147,8 @@ def _right_by_default(results: dict[str, dict[str, Any]]) -> list[str]:
         "Programs torch's compiler gets wrong with raw custom ops (measured per release in a process without",
         "tagged_ops: `tests/_raw_programs.py`); **wrong** means compiled values differed from eager. tagged_ops' ops",
         "compile all of them to eager's values (`tests/test_compile_right_by_default.py`, the compile column above);",
-        "docs/hazards.md says how.",
+        "docs/hazards.md says how. The v1 columns run with `enable_auto_functionalized_v2 = False` where torch has",
+        "the switch (2.5+), so every release with it measures v1; **not run**: the release's results predate the column.",
         "",
         "| torch | " + " | ".join(_WRONG.values()) + " | tagged_ops |",
         "|" + " --- |" * (len(_WRONG) + 2),
