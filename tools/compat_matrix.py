@@ -54,7 +54,7 @@ CAVEATS = """## Caveats
    buffer and copy per written tensor); direct `torch.ops` calls do not compile (`tests/test_compile.py`).
 2. torch 2.3-2.5 (`auto_functionalized` v1): a handle call that writes a view compiles through the functional
    twin (one buffer of the view's size); a direct `torch.ops` call copies the view's base as a raw op's does,
-   and compiles right where a raw op's miscompiles (`tests/test_overloads.py`, the "v1" column below).
+   and compiles right where a raw op's miscompiles (`tests/test_overloads.py`, the v1 columns below).
 3. On the fallback path `torch.ops.<ns>.<name>` is the untagged op: out buffers positional, nothing returned
    (`tests/test_call_contract.py`); the handle behaves the same on both paths.
 4. Deliberate differences from native `custom_op` are expected failures of PyTorch's own tests

@@ -80,7 +80,7 @@ def _tensor(node: Any) -> torch.Tensor | None:
 
 
 def _base(node: Any) -> Any:
-    """The first node of the chain of views that ends at ``node``, if it holds the same storage and dtype."""
+    """The node the chain of views ending at ``node`` starts from, if it has the same storage and dtype."""
     base = node
     while _is_view(base):
         base = base.args[0]
