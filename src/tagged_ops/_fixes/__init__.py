@@ -17,7 +17,8 @@ functions of its module (a fix defines only those it needs):
 
 ``op`` is the :class:`Op` protocol below; fixes import nothing of tagged_ops above
 the contract layer. Patches that act on torch as a whole wait for the module they
-patch to be imported (:func:`when_imported`): importing tagged_ops patches nothing.
+patch to be imported (:func:`when_imported`) and replace a function of torch's once
+(:func:`wrap_once`): importing tagged_ops patches nothing.
 docs/ARCHITECTURE.md lists each fix and the private torch names it reads.
 """
 
@@ -29,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 if TYPE_CHECKING:
     from .._signature import OpSignature, Param
 
-from ._after_import import when_imported
+from ._after_import import when_imported, wrap_once
 
-__all__ = ["FIXES", "Op", "at_definition", "at_destroy", "at_first_trace", "reroutes", "when_imported"]
+__all__ = ["FIXES", "Op", "at_definition", "at_destroy", "at_first_trace", "reroutes", "when_imported", "wrap_once"]
 
 
 class Twin(Protocol):

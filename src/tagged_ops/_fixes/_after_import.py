@@ -7,7 +7,7 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-__all__ = ["when_imported"]
+__all__ = ["wrap_once", "when_imported"]
 
 _WAITING: dict[str, list[Callable[[ModuleType], None]]] = {}
 
@@ -28,6 +28,20 @@ def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name))
     if install not in _WAITING[name]:  # asked once per op: one patch waits once
         _WAITING[name].append(install)
+
+
+def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace ``owner.name`` with ``wrap(original)``: not where it is missing, nor twice.
+
+    How every fix patches a function of torch's: the wrapper is marked, so however
+    many ops install the fix, torch's function is wrapped once.
+    """
+    original = getattr(owner, name, None)
+    if original is None or getattr(original, "__tagged_ops_fix__", False):
+        return
+    wrapper = wrap(original)
+    wrapper.__tagged_ops_fix__ = True
+    setattr(owner, name, wrapper)
 
 
 class _AfterImport:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ._after_import import when_imported
+from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
     from . import Op
@@ -34,9 +34,7 @@ def at_first_trace(op: Op) -> None:
 
 
 def _install(module: ModuleType) -> None:
-    original = getattr(module, "remove_noop_ops", None)
-    if original is not None and not hasattr(original, "__tagged_ops_fix__"):
-        module.remove_noop_ops = _keeping_clones(original)  # type: ignore[attr-defined]
+    wrap_once(module, "remove_noop_ops", _keeping_clones)
 
 
 class _Kept:
@@ -101,5 +99,4 @@ def _keeping_clones(original: Callable[[Any], None]) -> Callable[[Any], None]:
             for node, target in kept:
                 node.target = target
 
-    remove_noop_ops.__tagged_ops_fix__ = True  # type: ignore[attr-defined]
     return remove_noop_ops

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ._after_import import when_imported
+from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
     from . import Op
@@ -42,9 +42,7 @@ def _install(module: ModuleType) -> None:
     for name, mod in list(sys.modules.items()):
         if not name.startswith("torch._functorch") or mod is None:
             continue
-        original = getattr(mod, _NAME, None)
-        if original is not None and not hasattr(original, "__tagged_ops_fix__"):
-            setattr(mod, _NAME, _keeping_written_results(original))
+        wrap_once(mod, _NAME, _keeping_written_results)
 
 
 def _auto_functionalized() -> tuple[Any, ...]:
@@ -89,5 +87,4 @@ def _keeping_written_results(original: Callable[..., list[int]]) -> Callable[...
         first = fw_metadata.num_symints_saved_for_bw or 0
         return [i for i in donated if _storage(saved[i - first]) not in written]
 
-    collect_bw_donated_buffer_idxs.__tagged_ops_fix__ = True  # type: ignore[attr-defined]
     return collect_bw_donated_buffer_idxs

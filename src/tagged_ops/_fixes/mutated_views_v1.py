@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from .. import _compat
-from ._after_import import when_imported
+from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
     from . import Op
@@ -60,9 +60,7 @@ def at_first_trace(op: Op) -> None:
 
 
 def _install(module: ModuleType) -> None:
-    original = getattr(module, "decompose_auto_functionalized", None)
-    if original is not None and not hasattr(original, "__tagged_ops_fix__"):
-        module.decompose_auto_functionalized = _reading_bases(original)  # type: ignore[attr-defined]
+    wrap_once(module, "decompose_auto_functionalized", _reading_bases)
 
 
 def _is_view(node: Any) -> bool:
@@ -107,5 +105,4 @@ def _reading_bases(original: Callable[[Any], None]) -> Callable[[Any], None]:
             if base is not None:
                 node.replace_input_with(node.args[0], base)
 
-    decompose_auto_functionalized.__tagged_ops_fix__ = True  # type: ignore[attr-defined]
     return decompose_auto_functionalized

@@ -22,7 +22,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._after_import import when_imported
+from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
     from . import Op
@@ -37,10 +37,8 @@ def _install(module: ModuleType) -> None:
     # the C++ wrappers inherit the method
     codegen = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
     alias = getattr(importlib.import_module("torch._inductor.ir"), "MutationOutput", None)
-    original = getattr(codegen, "can_reuse", None)
-    if codegen is None or alias is None or original is None or hasattr(original, "__tagged_ops_fix__"):
-        return
-    codegen.can_reuse = _never_an_alias(original, alias)
+    if codegen is not None and alias is not None:
+        wrap_once(codegen, "can_reuse", functools.partial(_never_an_alias, alias=alias))
 
 
 def _never_an_alias(original: Callable[..., bool], alias: type) -> Callable[..., bool]:
@@ -51,5 +49,4 @@ def _never_an_alias(original: Callable[..., bool], alias: type) -> Callable[...,
             return False
         return original(self, input_buffer, output_buffer)
 
-    can_reuse.__tagged_ops_fix__ = True  # type: ignore[attr-defined]
     return can_reuse
