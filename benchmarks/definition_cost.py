@@ -1,8 +1,11 @@
 """What defining ops costs a process, side by side: tagged_ops, ``custom_op`` and ``Library.define``.
 
-Each measurement runs in a fresh interpreter that imports torch first, then
-defines N ops of one method and reports the time and RSS that added (for tagged_ops
-its own import included), and which of torch's compiler modules got loaded:
+Each measurement runs in a fresh interpreter that imports torch first, collects
+the garbage that import left (a full collection is otherwise due a few thousand
+allocations later, and lands on whichever method gets there first), then defines
+N ops of one method and reports the time and RSS that added (for tagged_ops its own
+import included; the garbage collections in that time are reported too), and which
+of torch's compiler modules got loaded:
 
 * ``tagged_ops``: ``define_out`` / ``define_inplace`` (half each);
 * ``custom_op``: ``torch.library.custom_op`` of the same functions (tagged where torch
@@ -36,8 +39,19 @@ from typing import Any
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "torch._functorch.aot_autograd")
 
 _CHILD = r"""
-import json, os, sys, tempfile, time
+import gc, json, os, sys, tempfile, time
 import torch
+
+# `import torch` leaves a full collection pending (on Python 3.12 about 4,800 allocations
+# away, ~50 ms): without this, it lands on whichever method allocates past that first.
+gc.collect()
+collected = {"ms": 0.0, "start": 0.0}
+def on_gc(phase, info):
+    if phase == "start":
+        collected["start"] = time.perf_counter()
+    else:
+        collected["ms"] += 1e3 * (time.perf_counter() - collected["start"])
+gc.callbacks.append(on_gc)
 
 def rss_mb():
     with open("/proc/self/status") as f:
@@ -54,7 +68,7 @@ t0 = time.perf_counter()
 __import__(f"bench_{method.replace('.', '_')}_{n}")  # a module that defines n ops, as a library's does
 elapsed = time.perf_counter() - t0
 loaded = [m for m in COMPILER_MODULES if m in sys.modules and m not in before]
-print(json.dumps({"ms": 1e3 * elapsed, "mb": rss_mb() - rss0, "compiler_modules": loaded}))
+print(json.dumps({"ms": 1e3 * elapsed, "gc_ms": collected["ms"], "mb": rss_mb() - rss0, "compiler_modules": loaded}))
 """
 
 
@@ -215,6 +229,7 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
                 runs = [_run(env, child, method, str(n), folder) for _ in range(repeat)]
                 row[method] = {
                     "ms": round(statistics.median(r["ms"] for r in runs), 2),
+                    "gc_ms": round(statistics.median(r["gc_ms"] for r in runs), 2),
                     "mb": round(statistics.median(r["mb"] for r in runs), 2),
                     "compiler_modules": sorted({m for r in runs for m in r["compiler_modules"]}),
                 }
@@ -245,7 +260,8 @@ def main() -> None:
             if isinstance(value, dict):
                 loaded = ", ".join(value["compiler_modules"]) or "none"
                 print(
-                    f"  N={n:>4} {method:15s} {value['ms']:9.1f} ms {value['mb']:7.1f} MB  compiler modules: {loaded}"
+                    f"  N={n:>4} {method:15s} {value['ms']:9.1f} ms (garbage collection {value['gc_ms']:5.1f}) "
+                    f"{value['mb']:7.1f} MB  compiler modules: {loaded}"
                 )
         ratios = ", ".join(f"/ {k.removeprefix('ratio_ms_')} {v:.2f}" for k, v in row.items() if k.startswith("ratio"))
         print(f"  N={n:>4} time ratio tagged_ops {ratios}")

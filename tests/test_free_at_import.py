@@ -12,14 +12,17 @@ checked (the first trace defines the helpers and installs the fixes).
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import tagged_ops
+from tagged_ops import _fixes
 
 from ._subprocess import env_for_path
 
@@ -157,6 +160,18 @@ def test_defining_and_calling_ops_loads_no_more_of_torch_than_the_classic_patter
     extra = loaded - _loaded(classic)  # torch's modules that tagged_ops loads and the classic pattern does not
     allowed = FALLBACK_EXTRA if fallback or not tagged_ops.NATIVE_TAGS else set()
     assert extra <= allowed, sorted(extra - allowed)
+    # The fixes without a definition hook wait for the first trace.
+    fixes = {m.rpartition(".")[2] for m in _loaded(tagged) if m.startswith("tagged_ops._fixes.")}
+    assert fixes - {"_after_import"} == set(_fixes.AT_DEFINITION)
+
+
+def test_the_fixes_imported_at_definition_are_those_with_a_definition_hook() -> None:
+    """``_fixes.FIXES`` lists every fix module, and ``AT_DEFINITION`` exactly those with ``at_definition``."""
+    folder = Path(_fixes.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    assert set(_fixes.FIXES) == modules
+    hooked = {m for m in modules if hasattr(importlib.import_module(f"tagged_ops._fixes.{m}"), "at_definition")}
+    assert set(_fixes.AT_DEFINITION) == hooked
 
 
 def test_the_compiler_modules_named_here_exist() -> None:

@@ -3,9 +3,11 @@
 The handle must take the user's signature on every release (defaults, keywords,
 keyword-only out buffers), cost next to nothing per call, and be traceable by
 Dynamo on torch 2.4 (which cannot trace ``inspect.Signature.bind``). So for each
-op two functions are generated with the user's parameter names, once, at
-definition time: the handle's call and the kernel adapter, the two that run on
-every eager call (benchmarks/eager_overhead.py measures them). Python then does
+op two functions are generated at definition time: the handle's call and the
+kernel adapter, the two that run on every eager call
+(benchmarks/eager_overhead.py measures them). Their source names parameters by
+position, so it compiles once per shape of op (a library's ops share a few);
+each op's functions carry the user's parameter names. Python then does
 the argument binding; a call that does not fit raises the dispatcher's own
 RuntimeError and sentence (``argument_error``), as a native op's call does (the
 functions are named after the op's qualified name, and their source is
@@ -37,15 +39,25 @@ def _same_tensor(a: Any, b: torch.Tensor) -> bool:
     return a is b or (isinstance(a, torch.Tensor) and a._cdata == b._cdata)
 
 
-def _param_list(order: Sequence[Param], defaults: dict[str, str]) -> str:
-    return join_params(order, lambda p: f"{p.name}={defaults[p.name]}" if p.name in defaults else p.name)
+def _locals(sig: OpSignature) -> dict[str, str]:
+    """The user's parameter name -> the name the generated source gives it.
+
+    Sources name parameters by position, so ops of one shape share one compiled code
+    object (:func:`generate` gives each op's function the user's names back).
+    """
+    return {p.name: f"_tagged_ops_a{i}" for i, p in enumerate(sig.params)}
 
 
-def _call_args(order: Sequence[Param]) -> str:
-    return ", ".join(p.name if not p.keyword_only else f"{p.name}={p.name}" for p in order)
+def _param_list(order: Sequence[Param], defaults: dict[str, str], local: dict[str, str]) -> str:
+    return join_params(order, lambda p: f"{local[p.name]}={defaults[p.name]}" if p.name in defaults else local[p.name])
 
 
-def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool) -> str:
+def _call_args(order: Sequence[Param], local: dict[str, str]) -> str:
+    # keyword-only arguments are passed by the user's name: the callee's keyword
+    return ", ".join(local[p.name] if not p.keyword_only else f"{p.name}={local[p.name]}" for p in order)
+
+
+def _requires_grad_test(params: Sequence[Param], local: dict[str, str], *, checked_by_dispatcher: bool) -> str:
     """Source of an expression: does any Tensor argument require grad?
 
     Plain Tensor arguments are tested inline: an attribute read costs less than
@@ -56,19 +68,19 @@ def _requires_grad_test(params: Sequence[Param], *, checked_by_dispatcher: bool)
     """
     tensors = [p for p in params if p.holds_tensors]
     tests = [
-        f"{p.name}.requires_grad"
+        f"{local[p.name]}.requires_grad"
         if checked_by_dispatcher
-        else f"(_tagged_ops_isinstance({p.name}, _tagged_ops_Tensor) and {p.name}.requires_grad)"
+        else f"(_tagged_ops_isinstance({local[p.name]}, _tagged_ops_Tensor) and {local[p.name]}.requires_grad)"
         for p in tensors
         if p.is_plain_tensor
     ]
-    others = [p.name for p in tensors if not p.is_plain_tensor]
+    others = [local[p.name] for p in tensors if not p.is_plain_tensor]
     if others:
         tests.append(f"_tagged_ops_any_requires_grad({', '.join(others)})")
     return " or ".join(tests) or "False"
 
 
-def _plain_tensors_test(params: Sequence[Param]) -> str:
+def _plain_tensors_test(params: Sequence[Param], local: dict[str, str]) -> str:
     """Source of an expression: is every Tensor argument a plain ``torch.Tensor`` (or None)?
 
     Such a call reaches the kernels with the tensors it was given: no subclass
@@ -77,17 +89,18 @@ def _plain_tensors_test(params: Sequence[Param]) -> str:
     """
     tests = []
     for p in params:
+        name = local[p.name]
         if p.is_plain_tensor:
-            tests.append(f"_tagged_ops_type({p.name}) is _tagged_ops_Tensor")
+            tests.append(f"_tagged_ops_type({name}) is _tagged_ops_Tensor")
         elif p.type_text == "Tensor?":
-            tests.append(f"({p.name} is None or _tagged_ops_type({p.name}) is _tagged_ops_Tensor)")
+            tests.append(f"({name} is None or _tagged_ops_type({name}) is _tagged_ops_Tensor)")
         elif p.holds_tensors:
             return ""
     return " and ".join(tests)
 
 
-def _result(sig: OpSignature) -> str:
-    names = sig.mutated_names
+def _result(sig: OpSignature, local: dict[str, str]) -> str:
+    names = [local[n] for n in sig.mutated_names]
     return names[0] if len(names) == 1 else f"({', '.join(names)},)"
 
 
@@ -95,20 +108,30 @@ def _result(sig: OpSignature) -> str:
 _CODE: dict[str, CodeType] = {}
 
 
-def generate(sig: OpSignature, source: str, namespace: dict[str, Any], name: str) -> Callable[..., Any]:
-    """Compile ``source`` (one ``def``) in ``namespace`` and name the function ``name``.
+def generate(source: str, namespace: dict[str, Any], name: str, local: dict[str, str]) -> Callable[..., Any]:
+    """Compile ``source`` (one ``def``) in ``namespace``; the function is named ``name``.
 
-    The source goes into ``linecache`` under a file name of its own (as torch.fx does
-    for the code it generates), so a traceback through it shows its lines; one entry
-    per distinct source, however often ops are defined again.
+    ``local`` maps the user's parameter names to the names the source gives them:
+    sources name parameters by position, so ops of one shape compile once, and
+    each op's function gets the user's names back (its code's variable names, which
+    Python binds keyword arguments by, and its keyword-only defaults). The source goes into
+    ``linecache`` under a file name of its own (as torch.fx does for the code it
+    generates), so a traceback through it shows its lines; one entry per distinct source.
     """
     code = _CODE.get(source)
     if code is None:
         filename = f"<tagged_ops generated {zlib.crc32(source.encode()):08x}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = _CODE[source] = compile(source, filename, "exec")
-    exec(code, namespace)  # noqa: S102 - source is built from validated identifiers only
+    user = {v: k for k, v in local.items()}
+    consts = tuple(
+        c.replace(co_varnames=tuple(user.get(v, v) for v in c.co_varnames)) if isinstance(c, CodeType) else c
+        for c in code.co_consts
+    )
+    exec(code.replace(co_consts=consts), namespace)  # noqa: S102 - source is built from validated identifiers only
     fn: Callable[..., Any] = namespace["_generated"]
+    if fn.__kwdefaults__:
+        fn.__kwdefaults__ = {user.get(k, k): v for k, v in fn.__kwdefaults__.items()}
     fn.__name__ = fn.__qualname__ = name
     return fn
 
@@ -167,8 +190,9 @@ def make_handle_call(
         _tagged_ops_argument_error=functools.partial(argument_error, sig, declaration),
     )
     ns["_tagged_ops_compiled_call"], ns["_tagged_ops_compiled_slot"] = _compiled_call_slot()
-    args = _call_args(schema_order)
-    requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=False)
+    local = _locals(sig)
+    args = _call_args(schema_order, local)
+    requires_grad = _requires_grad_test(schema_order, local, checked_by_dispatcher=False)
     # Every parameter defaults to an "absent" marker and surplus arguments land in
     # *surplus / **unknown, so a call that does not fit reaches the body and raises
     # the dispatcher's RuntimeError, as a native op does (Python's TypeError would be
@@ -176,16 +200,17 @@ def make_handle_call(
     # in after that check, so it counts what the caller passed. The test is on the type:
     # Dynamo 2.2 cannot compare a Tensor with an object by identity (only with None).
     absent, surplus, unknown = "_tagged_ops_absent", "_tagged_ops_surplus", "_tagged_ops_unknown"
-    positional = [p.name for p in sig.params if not p.keyword_only]
-    keywords = [p.name for p in sig.params if p.keyword_only]
+    positional = [local[p.name] for p in sig.params if not p.keyword_only]
+    keywords = [local[p.name] for p in sig.params if p.keyword_only]
     params = ", ".join(
         [f"{n}={absent}" for n in positional] + [f"*{surplus}"] + [f"{n}={absent}" for n in keywords] + [f"**{unknown}"]
     )
-    missing = [f"_tagged_ops_type({p.name}) is _tagged_ops_Absent" for p in sig.params if p.name not in exprs]
+    missing = [f"_tagged_ops_type({local[p.name]}) is _tagged_ops_Absent" for p in sig.params if p.name not in exprs]
     bad_call = " or ".join([*missing, surplus, unknown])
-    given = ", ".join(f"{n!r}: {n}" for n in [*positional, *keywords])
+    given = "".join(f"{n}, " for n in [*positional, *keywords])
     defaults = "".join(
-        f"    if _tagged_ops_type({n}) is _tagged_ops_Absent:\n        {n} = {e}\n" for n, e in exprs.items()
+        f"    if _tagged_ops_type({local[n]}) is _tagged_ops_Absent:\n        {local[n]} = {e}\n"
+        for n, e in exprs.items()
     )
     autograd = ""
     if autograd_call is not None:
@@ -193,7 +218,7 @@ def make_handle_call(
             f"    elif ({requires_grad}) and _tagged_ops_grad_enabled():\n        _tagged_ops_autograd_call({args})\n"
         )
     elif grad_error is not None:
-        plain = _plain_tensors_test(schema_order)
+        plain = _plain_tensors_test(schema_order, local)
         if plain:
             # Only plain Tensors: the kernel refuses a call under autograd itself, before
             # anything is written, so the handle need not ask too (two requires_grad reads
@@ -214,7 +239,7 @@ def make_handle_call(
     source = (  # the handle's __call__: the handle first, positional-only, so no name of the user's can clash
         f"def _generated(_tagged_ops_handle, /, {params}):\n"
         f"    if {bad_call}:\n"
-        f"        raise _tagged_ops_argument_error({surplus}, {unknown}, {{{given}}})\n"
+        f"        raise _tagged_ops_argument_error({surplus}, {unknown}, ({given}))\n"
         f"{defaults}"
         f"    if _tagged_ops_compiling():\n"
         f"        _tagged_ops_prepare()\n"
@@ -222,9 +247,9 @@ def make_handle_call(
         f"{autograd}"
         f"    else:\n"
         f"        _tagged_ops_raw({args})\n"
-        f"    return {_result(sig)}\n"
+        f"    return {_result(sig, local)}\n"
     )
-    call = generate(sig, source, ns, sig.qualname)
+    call = generate(source, ns, sig.qualname, local)
     # What TorchScript reads (``getfullargspec`` honours it; Python's binding does not):
     # native's ``(self, *args, **kwargs)``, so scripted code calls the handle as a
     # Python value with positional arguments, as it calls a native op.
@@ -271,9 +296,12 @@ _ABSENT = _Absent()
 
 
 def argument_error(
-    sig: OpSignature, declaration: str, surplus: tuple[Any, ...], unknown: dict[str, Any], given: dict[str, Any]
+    sig: OpSignature, declaration: str, surplus: tuple[Any, ...], unknown: dict[str, Any], values: tuple[Any, ...]
 ) -> RuntimeError:
     """The dispatcher's error for a call that does not fit the schema (``createStackForSchema``).
+
+    ``values``: the parameters' values (positional ones, then keyword-only ones), the
+    absent marker where the caller passed nothing.
 
     The same checks in the same order, with the same sentences, as a native op
     called with these arguments: too many, a keyword-only one passed by position,
@@ -282,6 +310,8 @@ def argument_error(
     """
     name = f"{sig.namespace}::{sig.packet}"  # the dispatcher names the schema without its overload
     params = sig.params
+    order = [p.name for p in params if not p.keyword_only] + [p.name for p in params if p.keyword_only]
+    given = dict(zip(order, values, strict=True))
     received = sum(v is not _ABSENT for v in given.values()) + len(surplus) + len(unknown)
     if received > len(params):
         return RuntimeError(
@@ -362,13 +392,14 @@ def make_kernel_adapter(
             seen_default = True
         elif seen_default:
             exprs[p.name] = "_tagged_ops_REQUIRED"
-    lines = [f"def _generated({_param_list(schema_order, exprs)}):"]
+    local = _locals(sig)
+    lines = [f"def _generated({_param_list(schema_order, exprs, local)}):"]
     if grad_error is not None:
-        requires_grad = _requires_grad_test(schema_order, checked_by_dispatcher=True)
+        requires_grad = _requires_grad_test(schema_order, local, checked_by_dispatcher=True)
         lines += [f"    if ({requires_grad}) and _tagged_ops_grad_enabled():", "        raise _tagged_ops_grad_error()"]
-    lines.append(f"    _tagged_ops_result = _tagged_ops_fn({_call_args(sig.params)})")
+    lines.append(f"    _tagged_ops_result = _tagged_ops_fn({_call_args(sig.params, local)})")
+    mutated = [local[n] for n in sig.mutated_names]
     if identity_error is not None:
-        mutated = sig.mutated_names
         # "is", or the same tensor behind another Python object: on 2.2 an
         # in-place method called inside a kernel returns a new wrapper.
         if len(mutated) == 1:
@@ -385,15 +416,15 @@ def make_kernel_adapter(
         lines.append("        raise _tagged_ops_error()")
     if bump_versions:
         if _compat.increment_version() is _compat.increment_version_one:
-            lines.append(f"    _tagged_ops_bump(({''.join(n + ', ' for n in sig.mutated_names)}))")
+            lines.append(f"    _tagged_ops_bump(({''.join(n + ', ' for n in mutated)}))")
         else:  # one Tensor per call (2.2-2.4): call torch's directly, no Python loop between
-            lines += [f"    _tagged_ops_bump_one({n})" for n in sig.mutated_names]
-    lines.append(f"    return {_result(sig) if returns else 'None'}")
+            lines += [f"    _tagged_ops_bump_one({n})" for n in mutated]
+    lines.append(f"    return {_result(sig, local) if returns else 'None'}")
     if sig.kind == "out":
         # The dispatcher lets None through for a Tensor(a!) argument (native 2.13 then
         # returns None and writes nothing). Refuse it; asked only once something failed.
         body = ["    " + line for line in lines[1:]]
-        missing = " or ".join(f"{n} is None" for n in sig.mutated_names)
+        missing = " or ".join(f"{n} is None" for n in mutated)
         lines = [
             lines[0],
             "    try:",
@@ -404,4 +435,4 @@ def make_kernel_adapter(
             "        raise",
         ]
         ns["_tagged_ops_none_out"] = functools.partial(RuntimeError, none_out_buffer(sig.qualname, sig.mutated_names))
-    return generate(sig, "\n".join(lines) + "\n", ns, sig.name)
+    return generate("\n".join(lines) + "\n", ns, sig.name, local)

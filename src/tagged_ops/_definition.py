@@ -98,7 +98,7 @@ class Definition:
             functional=self.functional,
             grad_error=functools.partial(RuntimeError, out_under_autograd(self.sig.packet)),
         )
-        registered.put_kernel(TRANSFORM_KEY, kernel)
+        registered.put_lasting_kernel(TRANSFORM_KEY, kernel)
 
     def _plan_calls(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
         """The handle's call and opcheck's binder: they only call the op registered above."""

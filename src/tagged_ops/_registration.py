@@ -135,8 +135,7 @@ class RegisteredOp:
     def apply_kernel(self, key: str, fn: Callable[..., Any], classic: bool) -> None:
         identity = None
         if not classic:
-            where = inspect.getmodule(fn)
-            identity = functools.partial(RuntimeError, identity_error(self.sig.name, self.sig.kind, where))
+            identity = functools.partial(_identity_refusal, self.sig, fn)
         adapter = make_kernel_adapter(
             self.sig,
             fn,
@@ -224,6 +223,14 @@ class RegisteredOp:
             fragment.impl(self.opname, kernel, key)
             self._kernel_libs[key] = fragment
 
+    def put_lasting_kernel(self, key: str, kernel: Callable[..., Any]) -> None:
+        """Put ``kernel`` at ``key`` for the op's whole life, in the op's own fragment.
+
+        For kernels nothing replaces: a fragment of their own would cost a
+        ``Library`` (and its bookkeeping) per op at definition.
+        """
+        self.lib.impl(self.opname, kernel, key)
+
     def keep_fragment(self, key: str, fragment: Library) -> None:
         """Own ``fragment`` (a registration made at ``key`` through torch.library): replaced and destroyed with the op."""
         previous = self._kernel_libs.pop(key, None)
@@ -238,6 +245,11 @@ class RegisteredOp:
         for lib in (*self._kernel_libs.values(), self.lib):
             _compat.destroy_library(lib)
         self._kernel_libs.clear()
+
+
+def _identity_refusal(sig: OpSignature, fn: Callable[..., Any]) -> RuntimeError:
+    # The module is looked up when raising: inspect.getmodule costs more than the rest of a kernel's registration.
+    return RuntimeError(identity_error(sig.name, sig.kind, inspect.getmodule(fn)))
 
 
 def _grad_enabled_outside_export() -> bool:

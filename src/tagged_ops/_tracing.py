@@ -10,7 +10,7 @@ then the function :func:`make_compiled_call` made, which Dynamo traces:
   backward through the mutated tensor raises, as in eager;
 * otherwise the untagged op is recorded (the native path's twin, or the fallback op
   itself), which Inductor writes in place; or, where ``compile_functional`` asks or a
-  fix reroutes the call (``_fixes.REROUTES``), the functional twin plus ``copy_``.
+  fix reroutes the call (``_fixes.reroute_hooks()``), the functional twin plus ``copy_``.
 
 The decisions that do not depend on the call are asked through functions marked as
 constants, so Dynamo asks them once per trace and the graph holds only the outcome.
@@ -68,7 +68,7 @@ def make_compiled_call(
     written_names = sig.mutated_names
     exporting = _compat.is_exporting if definition.tagged else lambda: False
     preferred = _compat.assume_constant_result(lambda: compile_functional() or compile_functional_forced())
-    reroutes = _fixes.REROUTES
+    reroutes = _fixes.reroute_hooks()
 
     eager_autograd_call = None
     if autograd_call is not None:

@@ -2,8 +2,8 @@
 
 Each module here names the bug, the releases it was measured on, and the canary
 test that fails once torch fixes it; deleting a fix is deleting its module and
-its line in :data:`FIXES`. A fix hooks into an op's life through any of four
-functions of its module (a fix defines only those it needs):
+its line in :data:`FIXES` (and :data:`AT_DEFINITION`). A fix hooks into an op's
+life through any of four functions of its module (a fix defines only those it needs):
 
 * ``at_definition(op)``: when the op is defined, for what must be in place before
   anything traces it (a dispatcher kernel); cheap, and imports none of torch's compiler.
@@ -18,106 +18,111 @@ functions of its module (a fix defines only those it needs):
 ``op`` is the :class:`Op` protocol below; fixes import nothing of tagged_ops above
 the contract layer. Patches that act on torch as a whole wait for the module they
 patch to be imported (:func:`when_imported`) and replace a function of torch's once
-(:func:`wrap_once`): importing tagged_ops patches nothing.
+(:func:`wrap_once`): importing tagged_ops patches nothing, and a process that only
+defines and calls ops imports only the fixes with a definition hook.
 docs/ARCHITECTURE.md lists each fix and the private torch names it reads.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
-
-if TYPE_CHECKING:
-    from .._signature import OpSignature, Param
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._after_import import when_imported, wrap_once
 
-__all__ = ["FIXES", "Op", "at_definition", "at_destroy", "at_first_trace", "reroutes", "when_imported", "wrap_once"]
+__all__ = [
+    "AT_DEFINITION",
+    "FIXES",
+    "Op",
+    "at_definition",
+    "at_destroy",
+    "at_first_trace",
+    "reroute_hooks",
+    "reroutes",
+    "when_imported",
+    "wrap_once",
+]
 
 
-class Twin(Protocol):
-    """The functional twin of an op (see ``_functional``): fresh results instead of writes."""
+# Protocols for type checkers only (fixes annotate with them): a Protocol class costs
+# the first definition time.
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    op: Any  # the twin's OpOverload
-    written: tuple[str, ...]  # the arguments its results stand for, in order
+    from .._signature import OpSignature, Param
 
-    def write(self, values: dict[str, Any]) -> None: ...
+    class Twin(Protocol):
+        """The functional twin of an op (see ``_functional``): fresh results instead of writes."""
 
+        op: Any  # the twin's OpOverload
+        written: tuple[str, ...]  # the arguments its results stand for, in order
 
-class Op(Protocol):
-    """What a fix sees of one op's definition."""
+        def write(self, values: dict[str, Any]) -> None: ...
 
-    sig: OpSignature
-    #: Registered with the native tag (2.13+, not forced to the fallback).
-    tagged: bool
-    #: Forced to the fallback where native tags exist (``TAGGED_OPS_FALLBACK``, ``fallback=True``).
-    forced_fallback: bool
-    #: ``define_out(pair=...)``.
-    pair: bool
+    class Op(Protocol):
+        """What a fix sees of one op's definition."""
 
-    @property
-    def op(self) -> Any:
-        """The op users call, ``torch.ops.<ns>.<name>``."""
+        sig: OpSignature
+        #: Registered with the native tag (2.13+, not forced to the fallback).
+        tagged: bool
+        #: Forced to the fallback where native tags exist (``TAGGED_OPS_FALLBACK``, ``fallback=True``).
+        forced_fallback: bool
+        #: ``define_out(pair=...)``.
+        pair: bool
 
-    def untagged(self) -> tuple[Any, Sequence[Param]]:
-        """The untagged op compiled code records, and its parameter order (defined on first use)."""
+        @property
+        def op(self) -> Any:
+            """The op users call, ``torch.ops.<ns>.<name>``."""
 
-    def functional(self) -> Twin:
-        """The functional twin of :meth:`untagged` (defined on first use)."""
+        def untagged(self) -> tuple[Any, Sequence[Param]]:
+            """The untagged op compiled code records, and its parameter order (defined on first use)."""
 
-    def recorded_ops(self) -> tuple[Any, ...]:
-        """Every op of this definition that a compiled graph may hold."""
+        def functional(self) -> Twin:
+            """The functional twin of :meth:`untagged` (defined on first use)."""
 
-    def defined_names(self) -> tuple[str, ...]:
-        """Every op name this definition registered (``ns::name``), helpers included."""
+        def recorded_ops(self) -> tuple[Any, ...]:
+            """Every op of this definition that a compiled graph may hold."""
 
-    def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
-        """Put ``kernel`` at dispatch key ``key`` of the op users call (None: remove it)."""
+        def defined_names(self) -> tuple[str, ...]:
+            """Every op name this definition registered (``ns::name``), helpers included."""
 
-
-def _fixes() -> tuple[ModuleType, ...]:
-    from . import (
-        clone_of_written_value,
-        compile_cache_key,
-        donated_buffers,
-        fx_signature_cache,
-        mutable_ops_on_2_2,
-        mutated_views_v1,
-        out_variant_pairing,
-        reads_before_writes,
-        returned_alias,
-        reuse_of_mutated_alias,
-        saved_export_loading,
-    )
-
-    return (
-        returned_alias,
-        out_variant_pairing,
-        reads_before_writes,
-        clone_of_written_value,
-        donated_buffers,
-        compile_cache_key,
-        fx_signature_cache,
-        mutable_ops_on_2_2,
-        mutated_views_v1,
-        reuse_of_mutated_alias,
-        saved_export_loading,
-    )
+        def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
+            """Put ``kernel`` at dispatch key ``key`` of the op users call (None: remove it)."""
 
 
-#: The fixes, in the order their hooks run.
-FIXES: tuple[ModuleType, ...] = _fixes()
+#: The fixes, in the order their hooks run (module names in this package).
+FIXES: tuple[str, ...] = (
+    "returned_alias",
+    "out_variant_pairing",
+    "reads_before_writes",
+    "clone_of_written_value",
+    "donated_buffers",
+    "compile_cache_key",
+    "fx_signature_cache",
+    "mutable_ops_on_2_2",
+    "mutated_views_v1",
+    "reuse_of_mutated_alias",
+    "saved_export_loading",
+)
+#: The fixes that define ``at_definition``: imported with the first definition. The
+#: others are imported at the first trace (or the first destroy), so a process that
+#: never compiles never loads them (tests/test_free_at_import.py checks both lists).
+AT_DEFINITION: tuple[str, ...] = ("returned_alias", "out_variant_pairing", "saved_export_loading")
 
 
-def _hooks(name: str) -> list[Callable[..., Any]]:
-    return [hook for fix in FIXES if (hook := getattr(fix, name, None)) is not None]
+def _hooks(fixes: Sequence[str], name: str) -> tuple[Callable[..., Any], ...]:
+    modules: list[ModuleType] = [importlib.import_module(f"{__name__}.{fix}") for fix in fixes]
+    return tuple(hook for module in modules if (hook := getattr(module, name, None)) is not None)
 
 
-_AT_DEFINITION = _hooks("at_definition")
-_AT_FIRST_TRACE = _hooks("at_first_trace")
-_AT_DESTROY = _hooks("at_destroy")
-#: The ``reroutes`` hooks, for the compiled call to ask in turn.
-REROUTES: tuple[Callable[..., bool], ...] = tuple(_hooks("reroutes"))
+_AT_DEFINITION = _hooks([fix for fix in FIXES if fix in AT_DEFINITION], "at_definition")
+
+
+@functools.cache
+def _all_hooks(name: str) -> tuple[Callable[..., Any], ...]:
+    return _hooks(FIXES, name)
 
 
 def at_definition(op: Op) -> None:
@@ -126,15 +131,20 @@ def at_definition(op: Op) -> None:
 
 
 def at_first_trace(op: Op) -> None:
-    for hook in _AT_FIRST_TRACE:
+    for hook in _all_hooks("at_first_trace"):
         hook(op)
 
 
 def at_destroy(op: Op) -> None:
-    for hook in _AT_DESTROY:
+    for hook in _all_hooks("at_destroy"):
         hook(op)
+
+
+def reroute_hooks() -> tuple[Callable[..., bool], ...]:
+    """The ``reroutes`` hooks, for the compiled call to ask in turn."""
+    return _all_hooks("reroutes")
 
 
 def reroutes(op: Op, values: dict[str, Any], written: list[Any]) -> bool:
     """Whether any fix routes this traced call through the functional twin."""
-    return any(hook(op, values, written) for hook in REROUTES)
+    return any(hook(op, values, written) for hook in reroute_hooks())
