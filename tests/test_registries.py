@@ -79,3 +79,28 @@ def test_redefinitions_leave_every_registry_its_size(path: str, ns: str) -> None
     # one Python op object per op each definition registered (the op, and from its first trace
     # its helpers), kept because a dispatcher entry may hold it without a reference
     assert 0 < len(_anchor._PYTHON_OPS) - kept <= 101 * 2 * 3
+
+
+def test_ops_of_one_shape_share_their_generated_code_and_keep_their_own_names(path: str, ns: str) -> None:
+    """Generated code names parameters by position: a second op of the same shape compiles nothing new,
+    and each op still binds its callers' arguments by its own parameter names."""
+
+    @tagged_ops.define_out(f"{ns}::scale_out")
+    def scale_out(x: torch.Tensor, alpha: float = 2.0, *, out: torch.Tensor) -> torch.Tensor:
+        return torch.mul(x, alpha, out=out)
+
+    compiled = len(_codegen._CODE)
+
+    @tagged_ops.define_out(f"{ns}::shift_out")
+    def shift_out(src: torch.Tensor, by: float = 2.0, *, out: torch.Tensor) -> torch.Tensor:
+        return torch.add(src, by, out=out)
+
+    assert len(_codegen._CODE) == compiled
+    x = torch.ones(3)
+    torch.testing.assert_close(scale_out(x=x, alpha=3.0, out=torch.empty(3)), torch.full((3,), 3.0))
+    torch.testing.assert_close(shift_out(src=x, by=1.0, out=torch.empty(3)), torch.full((3,), 2.0))
+    torch.testing.assert_close(shift_out(x, out=torch.empty(3)), torch.full((3,), 3.0))  # its own default
+    with pytest.raises(RuntimeError, match="Unknown keyword argument 'alpha'"):
+        shift_out(x, alpha=1.0, out=torch.empty(3))
+    with pytest.raises(RuntimeError, match="missing value for argument 'out'"):
+        shift_out(x)

@@ -46,8 +46,9 @@ TORCH_SCATTER = "2.1.2"
 
 # import torch_scatter and call each public function once, on small CPU tensors
 _IMPORT_COST = r"""
-import json, sys, time
+import gc, json, sys, time
 import torch
+gc.collect()  # the full collection `import torch` leaves due (benchmarks/definition_cost.py says why)
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS:"))
