@@ -19,8 +19,9 @@ its index, so no generated code is shared between them. Then the first compile
 and an out= call, with tagged_ops ops and with raw ``custom_op`` ops, each in a
 fresh process (the compiler's own import included in both).
 
-Prints medians over ``--repeat`` processes and the ratios tagged_ops / custom_op and
-tagged_ops / Library.define; ``--json FILE`` writes them for compat_matrix.md.
+The methods take turns, round after round. Prints medians over ``--repeat``
+processes and the ratios tagged_ops / custom_op and tagged_ops / Library.define;
+``--json FILE`` writes them for compat_matrix.md.
 
     python benchmarks/definition_cost.py [--sizes 1 30 300] [--repeat 5] [--json out.json]
 """
@@ -213,7 +214,7 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
     import torch
 
     tagged = hasattr(torch.Tag, "inplace") and hasattr(torch.Tag, "out")
-    methods = ("tagged_ops", "custom_op", "Library.define")
+    methods: tuple[str, ...] = ("tagged_ops", "custom_op", "Library.define")
     if not hasattr(torch.library, "custom_op"):
         methods = ("tagged_ops", "Library.define")  # 2.2/2.3 have no custom_op
     child = f"COMPILER_MODULES = {COMPILER_MODULES!r}\n" + _CHILD
@@ -226,7 +227,12 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
                 with open(os.path.join(folder, f"bench_{method.replace('.', '_')}_{n}.py"), "w") as f:
                     f.write(_library_source(method, n, tagged))
                 _run(env, child, method, str(n), folder)  # compiles the bytecode, as an install does
-                runs = [_run(env, child, method, str(n), folder) for _ in range(repeat)]
+            # the methods take turns, round after round, so a change in the machine's load hits each alike
+            by_method: dict[str, list[dict[str, Any]]] = {method: [] for method in methods}
+            for _ in range(repeat):
+                for method in methods:
+                    by_method[method].append(_run(env, child, method, str(n), folder))
+            for method, runs in by_method.items():
                 row[method] = {
                     "ms": round(statistics.median(r["ms"] for r in runs), 2),
                     "gc_ms": round(statistics.median(r["gc_ms"] for r in runs), 2),
@@ -237,10 +243,12 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
                 row[f"ratio_ms_{method}"] = round(row["tagged_ops"]["ms"] / row[method]["ms"], 2)
             result["definitions"][str(n)] = row
         if hasattr(torch.library, "custom_op"):
-            first = {}
-            for method in ("tagged_ops", "custom_op"):
+            first: dict[str, list[float]] = {"tagged_ops": [], "custom_op": []}
+            for method in first:
                 _run(env, _COMPILE_CHILD, method)
-                first[method] = [_run(env, _COMPILE_CHILD, method)["ms"] for _ in range(compile_repeat)]
+            for _ in range(compile_repeat):  # in turns, as above
+                for method, times in first.items():
+                    times.append(_run(env, _COMPILE_CHILD, method)["ms"])
             result["compile"] = {m: round(statistics.median(v), 1) for m, v in first.items()}
             result["compile"]["ratio"] = round(result["compile"]["tagged_ops"] / result["compile"]["custom_op"], 3)
     return result
