@@ -248,7 +248,7 @@ class RegisteredOp:
 
 
 def _identity_refusal(sig: OpSignature, fn: Callable[..., Any]) -> RuntimeError:
-    # The module is looked up when raising: inspect.getmodule costs more than the rest of a kernel's registration.
+    # The module is looked up when raising, not at every registration: inspect.getmodule may scan sys.modules.
     return RuntimeError(identity_error(sig.name, sig.kind, inspect.getmodule(fn)))
 
 

@@ -35,7 +35,6 @@ from ._after_import import when_imported, wrap_once
 __all__ = [
     "AT_DEFINITION",
     "FIXES",
-    "Op",
     "at_definition",
     "at_destroy",
     "at_first_trace",
@@ -46,8 +45,8 @@ __all__ = [
 ]
 
 
-# Protocols for type checkers only (fixes annotate with them): a Protocol class costs
-# the first definition time.
+# For type checkers only (fixes annotate with them): creating Protocol classes at
+# import would cost every process that defines an op.
 if TYPE_CHECKING:
     from typing import Protocol
 
