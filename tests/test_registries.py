@@ -104,3 +104,25 @@ def test_ops_of_one_shape_share_their_generated_code_and_keep_their_own_names(pa
         shift_out(x, alpha=1.0, out=torch.empty(3))
     with pytest.raises(RuntimeError, match="missing value for argument 'out'"):
         shift_out(x)
+
+
+def test_out_buffers_of_their_own_names_share_the_generated_code_too(path: str, ns: str) -> None:
+    """A keyword-only buffer is passed on by its keyword: the generated calls name it by position,
+    and each op's code carries its own keyword, so the kernel gets ``result=``, never ``out=``."""
+
+    @tagged_ops.define_out(f"{ns}::scale_out")
+    def scale_out(x: torch.Tensor, alpha: float = 2.0, *, out: torch.Tensor) -> torch.Tensor:
+        return torch.mul(x, alpha, out=out)
+
+    compiled = len(_codegen._CODE)
+
+    @tagged_ops.define_out(f"{ns}::shift_out")
+    def shift_out(src: torch.Tensor, by: float = 2.0, *, result: torch.Tensor) -> torch.Tensor:
+        return torch.add(src, by, out=result)
+
+    assert len(_codegen._CODE) == compiled
+    x, buffer = torch.ones(3), torch.empty(3)
+    assert shift_out(x, result=buffer) is buffer
+    torch.testing.assert_close(buffer, torch.full((3,), 3.0))
+    assert scale_out(x, out=buffer) is buffer  # the first op keeps its keyword
+    torch.testing.assert_close(buffer, torch.full((3,), 2.0))

@@ -53,8 +53,9 @@ def _param_list(order: Sequence[Param], defaults: dict[str, str], local: dict[st
 
 
 def _call_args(order: Sequence[Param], local: dict[str, str]) -> str:
-    # keyword-only arguments are passed by the user's name: the callee's keyword
-    return ", ".join(local[p.name] if not p.keyword_only else f"{p.name}={local[p.name]}" for p in order)
+    # Keyword-only arguments are passed by keyword: by their positional name here, and
+    # by the user's (the callee's keyword) once :func:`generate` renames the call's keywords.
+    return ", ".join(local[p.name] if not p.keyword_only else f"{local[p.name]}={local[p.name]}" for p in order)
 
 
 def _requires_grad_test(params: Sequence[Param], local: dict[str, str], *, checked_by_dispatcher: bool) -> str:
@@ -114,7 +115,8 @@ def generate(source: str, namespace: dict[str, Any], name: str, local: dict[str,
     ``local`` maps the user's parameter names to the names the source gives them:
     sources name parameters by position, so ops of one shape compile once, and
     each op's function gets the user's names back (its code's variable names, which
-    Python binds keyword arguments by, and its keyword-only defaults). The source goes into
+    Python binds keyword arguments by, its keyword-only defaults, and the keywords
+    its calls pass keyword-only arguments by). The source goes into
     ``linecache`` under a file name of its own (as torch.fx does for the code it
     generates), so a traceback through it shows its lines; one entry per distinct source.
     """
@@ -124,16 +126,27 @@ def generate(source: str, namespace: dict[str, Any], name: str, local: dict[str,
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         code = _CODE[source] = compile(source, filename, "exec")
     user = {v: k for k, v in local.items()}
-    consts = tuple(
-        c.replace(co_varnames=tuple(user.get(v, v) for v in c.co_varnames)) if isinstance(c, CodeType) else c
-        for c in code.co_consts
-    )
+    consts = tuple(_with_user_names(c, user) if isinstance(c, CodeType) else c for c in code.co_consts)
     exec(code.replace(co_consts=consts), namespace)  # noqa: S102 - source is built from validated identifiers only
     fn: Callable[..., Any] = namespace["_generated"]
     if fn.__kwdefaults__:
         fn.__kwdefaults__ = {user.get(k, k): v for k, v in fn.__kwdefaults__.items()}
     fn.__name__ = fn.__qualname__ = name
     return fn
+
+
+def _with_user_names(code: CodeType, user: dict[str, str]) -> CodeType:
+    """``code`` (a generated function) with the user's names: its parameters, and its calls' keywords.
+
+    A call's keyword names are a tuple of strings among the function's constants on
+    every Python we support (3.10's ``CALL_FUNCTION_KW``, 3.11-3.12's ``KW_NAMES``,
+    3.13's ``CALL_KW``); no other constant of generated code holds a positional name.
+    """
+    consts = tuple(
+        tuple(user.get(k, k) for k in c) if type(c) is tuple and all(type(k) is str for k in c) else c
+        for c in code.co_consts
+    )
+    return code.replace(co_varnames=tuple(user.get(v, v) for v in code.co_varnames), co_consts=consts)
 
 
 def user_defaults(sig: OpSignature) -> tuple[dict[str, str], dict[str, Any]]:
