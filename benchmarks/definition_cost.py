@@ -210,6 +210,18 @@ def _run(env: dict[str, str], code: str, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _commit() -> str | None:
+    # which tagged_ops the numbers are from; None outside a git checkout (an sdist)
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any]:
     import torch
 
@@ -218,7 +230,13 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
     if not hasattr(torch.library, "custom_op"):
         methods = ("tagged_ops", "Library.define")  # 2.2/2.3 have no custom_op
     child = f"COMPILER_MODULES = {COMPILER_MODULES!r}\n" + _CHILD
-    result: dict[str, Any] = {"torch": torch.__version__, "repeat": repeat, "definitions": {}, "compile": {}}
+    result: dict[str, Any] = {
+        "torch": torch.__version__,
+        "commit": _commit(),
+        "repeat": repeat,
+        "definitions": {},
+        "compile": {},
+    }
     with tempfile.TemporaryDirectory() as folder:
         env = _env(os.path.join(folder, "pycache"))
         for n in sizes:
@@ -242,7 +260,7 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
             for method in methods[1:]:
                 row[f"ratio_ms_{method}"] = round(row["tagged_ops"]["ms"] / row[method]["ms"], 2)
             result["definitions"][str(n)] = row
-        if hasattr(torch.library, "custom_op"):
+        if hasattr(torch.library, "custom_op") and compile_repeat > 0:
             first: dict[str, list[float]] = {"tagged_ops": [], "custom_op": []}
             for method in first:
                 _run(env, _COMPILE_CHILD, method)
@@ -258,11 +276,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 30, 300])
     parser.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement (median)")
-    parser.add_argument("--compile-repeat", type=int, default=3)
+    parser.add_argument("--compile-repeat", type=int, default=3, help="0 skips the first-compile measurement")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     result = measure(args.sizes, args.repeat, args.compile_repeat)
-    print(f"torch {result['torch']}: defining N ops over `import torch` (median of {args.repeat} fresh processes)")
+    print(
+        f"torch {result['torch']}, tagged_ops {result['commit'] or '(no git)'}: defining N ops over `import torch` "
+        f"(median of {args.repeat} fresh processes)"
+    )
     for n, row in result["definitions"].items():
         for method, value in row.items():
             if isinstance(value, dict):
