@@ -12,7 +12,9 @@ builds a wheel from the source as released and from the source with ``port.patch
 that way before, for this torch: the builds take most of a session's time). It installs each
 into a folder of its own and, alternating between the two round after round, measures their
 import (time and RSS of ``import torch_scatter`` plus one call of each public function, fresh
-processes, median) and times eager calls through the public functions (best of ``--repeat``
+processes, median; the ported build a third time with ``classic/tagged_ops.py`` in tagged_ops'
+place, declaring the same ops by hand: what a port pays to declare its ops in Python at all)
+and times eager calls through the public functions (best of ``--repeat``
 processes each: on a loaded machine, the best of three moved a ratio by 2x between runs);
 then it runs the tests on each; the ported build also runs ``test_compiled.py`` (every
 public function compiled with ``fullgraph=True`` against eager, ``opcheck`` of every
@@ -42,6 +44,7 @@ import _junit  # noqa: E402
 
 PATCH = HERE / "port.patch"
 COMPILED_TESTS = HERE / "test_compiled.py"
+CLASSIC = HERE / "classic"  # its tagged_ops.py: the classic pattern, for the import measurement
 TORCH_SCATTER = "2.1.2"
 
 # import torch_scatter and call each public function once, on small CPU tensors
@@ -129,7 +132,11 @@ def _install(wheel: Path, label: str, into: Path) -> dict[str, str]:
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(into), str(wheel)], check=True
     )
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(into), os.environ.get("PYTHONPATH")]))}
+    return {"PYTHONPATH": _path(into, os.environ.get("PYTHONPATH"))}
+
+
+def _path(first: Path, rest: str | None) -> str:
+    return os.pathsep.join(filter(None, [str(first), rest]))
 
 
 def _measure(code: str, env: dict[str, str]) -> Any:
@@ -190,23 +197,27 @@ def main() -> int:
                 subprocess.run(["patch", "-p1", "-d", str(tree), "-i", str(PATCH)], check=True)
             wheel = _build(tree, label)
         envs[label] = {**label_env, **_install(wheel, label, work / f"{label}-site")}
-    # the two builds alternate, round after round: import cost (median) and call cost (best)
-    imports: dict[str, list[dict[str, object]]] = {"unported": [], "ported": []}
+    # The ported build once more with the classic pattern in tagged_ops' place (classic/tagged_ops.py):
+    # the import cost of declaring the same ops in Python by hand, for the import measurement only.
+    import_envs = {**envs, "classic": {**envs["ported"], "PYTHONPATH": _path(CLASSIC, envs["ported"]["PYTHONPATH"])}}
+    # the builds alternate, round after round: import cost (median) and call cost (best)
+    imports: dict[str, list[dict[str, object]]] = {label: [] for label in import_envs}
     calls: dict[str, list[dict[str, float]]] = {"unported": [], "ported": []}
     for _ in range(args.repeat):
-        for label in envs:
-            imports[label].append(_measure(_IMPORT_COST, envs[label]))
+        for label in import_envs:
+            imports[label].append(_measure(_IMPORT_COST, import_envs[label]))
     for _ in range(args.repeat):
         for label in envs:
             calls[label].append(_measure(_CALL_COST, envs[label]))
     outcomes = {}
     per_call: dict[str, dict[str, float]] = {}
-    for label, run_env in envs.items():
+    for label, runs in imports.items():
         result[f"{label}_import"] = {
-            "ms": round(statistics.median(float(r["ms"]) for r in imports[label]), 1),  # type: ignore[arg-type]
-            "mb": round(statistics.median(float(r["mb"]) for r in imports[label]), 1),  # type: ignore[arg-type]
-            "imports_dynamo": any(r["dynamo"] for r in imports[label]),
+            "ms": round(statistics.median(float(r["ms"]) for r in runs), 1),  # type: ignore[arg-type]
+            "mb": round(statistics.median(float(r["mb"]) for r in runs), 1),  # type: ignore[arg-type]
+            "imports_dynamo": any(r["dynamo"] for r in runs),
         }
+    for label, run_env in envs.items():
         per_call[label] = {k: round(min(r[k] for r in calls[label]), 2) for k in calls[label][0]}
         result[f"{label}_us_per_call"] = per_call[label]
         outcomes[label] = _run_tests(tests, label, run_env, args.workers)
@@ -223,6 +234,8 @@ def main() -> int:
     imp_before, imp_after = result["unported_import"], result["ported_import"]
     result["ratio_import_ms"] = round(imp_after["ms"] / imp_before["ms"], 3)  # type: ignore[index]
     result["import_mb_added"] = round(imp_after["mb"] - imp_before["mb"], 1)  # type: ignore[index]
+    # what tagged_ops costs over declaring the same ops by hand (the unported build declares none in Python)
+    result["ratio_import_ms_classic"] = round(imp_after["ms"] / result["classic_import"]["ms"], 3)  # type: ignore[index]
     args.result.parent.mkdir(parents=True, exist_ok=True)
     args.result.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps(result, indent=1, sort_keys=True))
