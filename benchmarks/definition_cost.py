@@ -211,9 +211,9 @@ def _run(env: dict[str, str], code: str, *args: str) -> dict[str, Any]:
 
 
 def _commit() -> str | None:
-    # which tagged_ops the numbers are from; None outside a git checkout (an sdist)
+    # which tagged_ops the numbers are from ("-dirty": with uncommitted changes); None outside a git checkout
     done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"],
         cwd=os.path.dirname(os.path.abspath(__file__)),
         capture_output=True,
         text=True,
@@ -233,6 +233,7 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
     result: dict[str, Any] = {
         "torch": torch.__version__,
         "commit": _commit(),
+        "python": ".".join(map(str, sys.version_info[:2])),
         "repeat": repeat,
         "definitions": {},
         "compile": {},
