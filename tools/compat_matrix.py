@@ -206,6 +206,14 @@ def _costs() -> list[str]:
         else:
             cells.append("not run")
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
+    commits: dict[str, list[str]] = {}
+    for release in RELEASES:
+        defs = _bench("definition", release)
+        if defs and defs.get("commit"):
+            commits.setdefault(defs["commit"], []).append(release)
+    if commits:
+        measured = "; ".join(f"{', '.join(releases)} at {commit}" for commit, releases in commits.items())
+        lines += ["", f"Definitions and first compile measured with tagged_ops {measured}."]
     return lines
 
 
@@ -220,7 +228,9 @@ def _downstream() -> list[str]:
         "Each library's own tests against the release as published and again ported (`downstream/<library>/`):",
         "passed/failed/skipped/xfailed, and the tests whose outcome changed. torch_scatter is built from source both",
         "ways; its port also compiles every public function (`downstream/torch_scatter/test_compiled.py`); import:",
-        "the time of `import torch_scatter` plus a call of each public function, ported / unported; eager call:",
+        "the time of `import torch_scatter` plus a call of each public function, ported / unported (in parentheses:",
+        "ported / the same port with the classic pattern in tagged_ops' place, `downstream/torch_scatter/classic/`;",
+        "the unported build declares nothing in Python), and the RSS the port adds; eager call:",
         "the slowest ratio, ported / unported, of six eager calls through its Python API (`run.py` lists them;",
         'both builds installed side by side and measured in alternating fresh processes; "seq.": one build',
         "measured after the other, minutes apart, so machine load moves the ratio).",
@@ -237,6 +247,8 @@ def _downstream() -> list[str]:
         changed = "; ".join(f"`{k.rsplit('::', 1)[-1]}` {v}" for k, v in sorted(d["changed"].items())) or "none"
         compiled = _tally(d["compiled"]) if "compiled" in d else "n/a"
         imported = f"{d['ratio_import_ms']}, +{d['import_mb_added']} MB" if "ratio_import_ms" in d else "not run"
+        if "ratio_import_ms_classic" in d:
+            imported += f" ({d['ratio_import_ms_classic']} of classic)"
         calls = f"{max(d['ratio_per_call'].values())}x" if "ratio_per_call" in d else "n/a"  # bitsandbytes: n/a
         if "ratio_per_call" in d and d.get("cost_measured") != "alternating":
             imported, calls = imported + " (seq.)", calls + " (seq.)"
