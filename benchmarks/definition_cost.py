@@ -10,7 +10,9 @@ of torch's compiler modules got loaded:
 * ``tagged_ops``: ``define_out`` / ``define_inplace`` (half each);
 * ``custom_op``: ``torch.library.custom_op`` of the same functions (tagged where torch
   has the tags, else the classic untagged shape: out buffers positional, returning None);
-* ``Library.define``: ``Library.define`` + ``impl`` + ``register_fake`` of the classic schemas.
+* ``Library.define``: ``Library.define`` + ``impl`` + ``register_fake`` of the classic schemas;
+* ``import tagged_ops`` (with the smallest N only): tagged_ops' own import, of what a
+  definition uses, and no op: the part of tagged_ops' time that only the first definition pays.
 
 The ops live in a module of their own, imported as a library's are (bytecode
 compiled beforehand, as an install does), and every op has parameters named after
@@ -37,6 +39,7 @@ import sys
 import tempfile
 from typing import Any
 
+IMPORT = "import tagged_ops"  # a pseudo-method: tagged_ops' own import, no op defined
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "torch._functorch.aot_autograd")
 
 _CHILD = r"""
@@ -66,16 +69,19 @@ sys.path.insert(0, folder)
 before = set(sys.modules)
 rss0 = rss_mb()
 t0 = time.perf_counter()
-__import__(f"bench_{method.replace('.', '_')}_{n}")  # a module that defines n ops, as a library's does
+__import__(f"bench_{method.replace('.', '_').replace(' ', '_')}_{n}")  # a module that defines n ops, as a library's does
 elapsed = time.perf_counter() - t0
 loaded = [m for m in COMPILER_MODULES if m in sys.modules and m not in before]
-print(json.dumps({"ms": 1e3 * elapsed, "gc_ms": collected["ms"], "mb": rss_mb() - rss0, "compiler_modules": loaded}))
+added = len(set(sys.modules) - before)
+print(json.dumps({"ms": 1e3 * elapsed, "gc_ms": collected["ms"], "mb": rss_mb() - rss0, "modules": added, "compiler_modules": loaded}))
 """
 
 
 def _library_source(method: str, n: int, tagged: bool) -> str:
     # The ops of a library module: half in-place, half out=, each with parameter names of its own.
     lines = ["import torch", "from torch import Tensor"]
+    if method == IMPORT:
+        return "import tagged_ops\ntagged_ops.define_out  # loads what a definition uses (attributes load lazily)\n"
     if method == "tagged_ops":
         lines.append("import tagged_ops")
     if method == "Library.define":
@@ -242,20 +248,23 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
         env = _env(os.path.join(folder, "pycache"))
         for n in sizes:
             row: dict[str, Any] = {}
-            for method in methods:
-                with open(os.path.join(folder, f"bench_{method.replace('.', '_')}_{n}.py"), "w") as f:
+            # with the smallest N, what only the first definition pays: importing what a definition uses
+            measured = methods + (IMPORT,) * (n == min(sizes))
+            for method in measured:
+                with open(os.path.join(folder, f"bench_{method.replace('.', '_').replace(' ', '_')}_{n}.py"), "w") as f:
                     f.write(_library_source(method, n, tagged))
                 _run(env, child, method, str(n), folder)  # compiles the bytecode, as an install does
             # the methods take turns, round after round, so a change in the machine's load hits each alike
-            by_method: dict[str, list[dict[str, Any]]] = {method: [] for method in methods}
+            by_method: dict[str, list[dict[str, Any]]] = {method: [] for method in measured}
             for _ in range(repeat):
-                for method in methods:
+                for method in measured:
                     by_method[method].append(_run(env, child, method, str(n), folder))
             for method, runs in by_method.items():
                 row[method] = {
                     "ms": round(statistics.median(r["ms"] for r in runs), 2),
                     "gc_ms": round(statistics.median(r["gc_ms"] for r in runs), 2),
                     "mb": round(statistics.median(r["mb"] for r in runs), 2),
+                    "modules": statistics.median_low(r["modules"] for r in runs),  # the library's module included
                     "compiler_modules": sorted({m for r in runs for m in r["compiler_modules"]}),
                 }
             for method in methods[1:]:
@@ -290,8 +299,8 @@ def main() -> None:
             if isinstance(value, dict):
                 loaded = ", ".join(value["compiler_modules"]) or "none"
                 print(
-                    f"  N={n:>4} {method:15s} {value['ms']:9.1f} ms (garbage collection {value['gc_ms']:5.1f}) "
-                    f"{value['mb']:7.1f} MB  compiler modules: {loaded}"
+                    f"  N={n:>4} {method:17s} {value['ms']:9.1f} ms (garbage collection {value['gc_ms']:5.1f}) "
+                    f"{value['mb']:7.1f} MB {value['modules']:4d} modules, of torch's compiler: {loaded}"
                 )
         ratios = ", ".join(f"/ {k.removeprefix('ratio_ms_')} {v:.2f}" for k, v in row.items() if k.startswith("ratio"))
         print(f"  N={n:>4} time ratio tagged_ops {ratios}")
