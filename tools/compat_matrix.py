@@ -212,8 +212,8 @@ def _costs() -> list[str]:
         if defs and defs.get("commit"):
             commits.setdefault(defs["commit"], []).append(release)
     if commits:
-        measured = "; ".join(f"{', '.join(releases)} at {commit}" for commit, releases in commits.items())
-        lines += ["", f"Definitions and first compile measured with tagged_ops {measured}."]
+        measured = "; ".join(f"at {commit} on {', '.join(releases)}" for commit, releases in commits.items())
+        lines += ["", f"Definitions and first compile: measured {measured}."]
     return lines
 
 
