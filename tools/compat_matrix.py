@@ -177,10 +177,12 @@ def _costs() -> list[str]:
         "tagged_ops (its import included) / `custom_op`, and the RSS they add (`benchmarks/definition_cost.py`, fresh",
         "processes that first collect the garbage `import torch` left). First compile of a small graph / the same",
         "with `custom_op`. Buffers: a compiled step on a 64 MB buffer / the best raw lowering, (a) in-place, (b) out=",
-        "(`benchmarks/compiled_buffers.py`).",
+        "(`benchmarks/compiled_buffers.py`). Defs commit: the tagged_ops commit the definitions and first compile",
+        "were measured with.",
         "",
-        "| torch | eager / custom_op | eager / raw op | 30 defs / custom_op | 30 defs MB | 1st compile | buffers (a), (b) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| torch | eager / custom_op | eager / raw op | 30 defs / custom_op | 30 defs MB | 1st compile | buffers (a), (b) "
+        "| defs commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for release in RELEASES:
         eager, defs, compiled = _bench("eager", release), _bench("definition", release), _bench("compiled", release)
@@ -205,15 +207,8 @@ def _costs() -> list[str]:
             cells.append(", ".join("n/a" if ratios[k] is None else str(ratios[k]) for k in ("a", "b")))
         else:
             cells.append("not run")
+        cells.append((defs or {}).get("commit") or "not recorded")  # the tagged_ops the definitions ran
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
-    commits: dict[str, list[str]] = {}
-    for release in RELEASES:
-        defs = _bench("definition", release)
-        if defs and defs.get("commit"):
-            commits.setdefault(defs["commit"], []).append(release)
-    if commits:
-        measured = "; ".join(f"at {commit} on {', '.join(releases)}" for commit, releases in commits.items())
-        lines += ["", f"Definitions and first compile: measured {measured}."]
     return lines
 
 
@@ -248,7 +243,7 @@ def _downstream() -> list[str]:
         compiled = _tally(d["compiled"]) if "compiled" in d else "n/a"
         imported = f"{d['ratio_import_ms']}, +{d['import_mb_added']} MB" if "ratio_import_ms" in d else "not run"
         if "ratio_import_ms_classic" in d:
-            imported += f" ({d['ratio_import_ms_classic']} of classic)"
+            imported += f" ({d['ratio_import_ms_classic']}x classic)"
         calls = f"{max(d['ratio_per_call'].values())}x" if "ratio_per_call" in d else "n/a"  # bitsandbytes: n/a
         if "ratio_per_call" in d and d.get("cost_measured") != "alternating":
             imported, calls = imported + " (seq.)", calls + " (seq.)"
