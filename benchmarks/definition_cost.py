@@ -64,17 +64,22 @@ def rss_mb():
                 return int(line.split()[1]) / 1024
     return float("nan")
 
-method, n, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+module, folder = sys.argv[1], sys.argv[2]
 sys.path.insert(0, folder)
 before = set(sys.modules)
 rss0 = rss_mb()
 t0 = time.perf_counter()
-__import__(f"bench_{method.replace('.', '_').replace(' ', '_')}_{n}")  # a module that defines n ops, as a library's does
+__import__(module)  # a module that defines n ops, as a library's does
 elapsed = time.perf_counter() - t0
 loaded = [m for m in COMPILER_MODULES if m in sys.modules and m not in before]
 added = len(set(sys.modules) - before)
 print(json.dumps({"ms": 1e3 * elapsed, "gc_ms": collected["ms"], "mb": rss_mb() - rss0, "modules": added, "compiler_modules": loaded}))
 """
+
+
+def _module(method: str, n: int) -> str:
+    """The name of the library module that defines ``n`` ops by ``method``."""
+    return f"bench_{method.replace('.', '_').replace(' ', '_')}_{n}"
 
 
 def _library_source(method: str, n: int, tagged: bool) -> str:
@@ -251,14 +256,14 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
             # with the smallest N, what only the first definition pays: importing what a definition uses
             measured = methods + (IMPORT,) * (n == min(sizes))
             for method in measured:
-                with open(os.path.join(folder, f"bench_{method.replace('.', '_').replace(' ', '_')}_{n}.py"), "w") as f:
+                with open(os.path.join(folder, f"{_module(method, n)}.py"), "w") as f:
                     f.write(_library_source(method, n, tagged))
-                _run(env, child, method, str(n), folder)  # compiles the bytecode, as an install does
+                _run(env, child, _module(method, n), folder)  # compiles the bytecode, as an install does
             # the methods take turns, round after round, so a change in the machine's load hits each alike
             by_method: dict[str, list[dict[str, Any]]] = {method: [] for method in measured}
             for _ in range(repeat):
                 for method in measured:
-                    by_method[method].append(_run(env, child, method, str(n), folder))
+                    by_method[method].append(_run(env, child, _module(method, n), folder))
             for method, runs in by_method.items():
                 row[method] = {
                     "ms": round(statistics.median(r["ms"] for r in runs), 2),

@@ -81,14 +81,21 @@ def test_redefinitions_leave_every_registry_its_size(path: str, ns: str) -> None
     assert 0 < len(_anchor._PYTHON_OPS) - kept <= 101 * 2 * 3
 
 
-def test_ops_of_one_shape_share_their_generated_code_and_keep_their_own_names(path: str, ns: str) -> None:
-    """Generated code names parameters by position: a second op of the same shape compiles nothing new,
-    and each op still binds its callers' arguments by its own parameter names."""
+def _define_scale_out(ns: str) -> tagged_ops.TaggedOp:
+    """The first op of a shape: the generated code the next op of that shape should reuse."""
 
     @tagged_ops.define_out(f"{ns}::scale_out")
     def scale_out(x: torch.Tensor, alpha: float = 2.0, *, out: torch.Tensor) -> torch.Tensor:
         return torch.mul(x, alpha, out=out)
 
+    return scale_out
+
+
+def test_ops_of_one_shape_share_their_generated_code_and_keep_their_own_names(path: str, ns: str) -> None:
+    """Generated code names parameters by position: a second op of the same shape compiles nothing new,
+    and each op still binds its callers' arguments by its own parameter names."""
+
+    scale_out = _define_scale_out(ns)
     compiled = len(_codegen._CODE)
 
     @tagged_ops.define_out(f"{ns}::shift_out")
@@ -110,10 +117,7 @@ def test_out_buffers_of_their_own_names_share_the_generated_code_too(path: str, 
     """A keyword-only buffer is passed on by its keyword: the generated calls name it by position,
     and each op's code carries its own keyword, so the kernel gets ``result=``, never ``out=``."""
 
-    @tagged_ops.define_out(f"{ns}::scale_out")
-    def scale_out(x: torch.Tensor, alpha: float = 2.0, *, out: torch.Tensor) -> torch.Tensor:
-        return torch.mul(x, alpha, out=out)
-
+    scale_out = _define_scale_out(ns)
     compiled = len(_codegen._CODE)
 
     @tagged_ops.define_out(f"{ns}::shift_out")
