@@ -228,10 +228,11 @@ def _downstream() -> list[str]:
         "the unported build declares nothing in Python), and the RSS the port adds; eager call:",
         "the slowest ratio, ported / unported, of six eager calls through its Python API (`run.py` lists them;",
         'both builds installed side by side and measured in alternating fresh processes; "seq.": one build',
-        "measured after the other, minutes apart, so machine load moves the ratio).",
+        "measured after the other, minutes apart, so machine load moves the ratio); commit: the tagged_ops",
+        "measured.",
         "",
-        "| library | torch | path | unported | ported | changed | compiled | import | eager call |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| library | torch | path | unported | ported | changed | compiled | import | eager call | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     files = sorted((RESULTS / "downstream").glob("*.json"))
     if not files:
@@ -249,7 +250,7 @@ def _downstream() -> list[str]:
             imported, calls = imported + " (seq.)", calls + " (seq.)"
         lines.append(
             f"| {library} {d.get(library, '')} | {d['torch']} | {d['path']} | {_tally(d['unported'])} | "
-            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} |"
+            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} | {d.get('commit') or 'not recorded'} |"
         )
     return lines
 

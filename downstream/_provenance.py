@@ -1,0 +1,22 @@
+"""Which tagged_ops a downstream result was measured with (both run.py scripts)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def tagged_ops_commit() -> str | None:
+    """This checkout's commit (``-dirty``: with uncommitted changes); None outside a git checkout.
+
+    The downstream sessions install tagged_ops from the checkout their run.py is in,
+    so its commit is the tagged_ops the result measured.
+    """
+    done = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+        cwd=Path(__file__).resolve().parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
