@@ -39,6 +39,9 @@ import sys
 import tempfile
 from typing import Any
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import provenance  # noqa: E402
+
 IMPORT = "import tagged_ops"  # a pseudo-method: tagged_ops' own import, no op defined
 COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "torch._functorch.aot_autograd")
 
@@ -221,18 +224,6 @@ def _run(env: dict[str, str], code: str, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _commit() -> str | None:
-    # which tagged_ops the numbers are from ("-dirty": with uncommitted changes); None outside a git checkout
-    done = subprocess.run(
-        ["git", "describe", "--always", "--dirty", "--abbrev=7"],
-        cwd=os.path.dirname(os.path.abspath(__file__)),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
 def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any]:
     import torch
 
@@ -243,7 +234,7 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
     child = f"COMPILER_MODULES = {COMPILER_MODULES!r}\n" + _CHILD
     result: dict[str, Any] = {
         "torch": torch.__version__,
-        "commit": _commit(),
+        "commit": provenance.tagged_ops_commit(),
         "python": ".".join(map(str, sys.version_info[:2])),
         "repeat": repeat,
         "definitions": {},

@@ -28,10 +28,11 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py and _provenance.py, shared by both libraries
+sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
+sys.path.insert(0, str(HERE.parent.parent / "tools"))  # provenance.py, shared with the benchmarks
 
 import _junit  # noqa: E402
-import _provenance  # noqa: E402
+import provenance  # noqa: E402
 
 PATCH = HERE / "port.patch"
 BITSANDBYTES = "0.50.2"
@@ -119,7 +120,7 @@ def main() -> int:
     changed = {name: f"{unported.get(name, 'absent')} -> {o}" for name, o in ported.items() if unported.get(name) != o}
     result = {
         "torch": torch.__version__.split("+")[0],
-        "commit": _provenance.tagged_ops_commit(),  # the tagged_ops measured
+        "commit": provenance.tagged_ops_commit(),  # the tagged_ops measured
         "path": "fallback" if args.fallback or not tagged_ops.NATIVE_TAGS else "native",
         "bitsandbytes": BITSANDBYTES,
         "bitsandbytes_tests_commit": PINNED_COMMIT,

@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py and _provenance.py, shared by both libraries
+sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
+sys.path.insert(0, str(HERE.parent.parent / "tools"))  # provenance.py, shared with the benchmarks
 
 import _junit  # noqa: E402
-import _provenance  # noqa: E402
+import provenance  # noqa: E402
 
 PATCH = HERE / "port.patch"
 COMPILED_TESTS = HERE / "test_compiled.py"
@@ -180,7 +181,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="torch_scatter-"))
     result: dict[str, object] = {
         "torch": torch.__version__.split("+")[0],
-        "commit": _provenance.tagged_ops_commit(),  # the tagged_ops measured
+        "commit": provenance.tagged_ops_commit(),  # the tagged_ops measured
         "path": "fallback" if args.fallback or not tagged_ops.NATIVE_TAGS else "native",
         "torch_scatter": TORCH_SCATTER,
         "wheels": "prebuilt (--wheels)" if args.wheels else "built here from SOURCE",

@@ -1,4 +1,4 @@
-"""Which tagged_ops a downstream result was measured with (both run.py scripts)."""
+"""Which tagged_ops a measurement ran (benchmarks/definition_cost.py, both downstream/*/run.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 def tagged_ops_commit() -> str | None:
     """This checkout's commit (``-dirty``: with uncommitted changes); None outside a git checkout.
 
-    The downstream sessions install tagged_ops from the checkout their run.py is in,
-    so its commit is the tagged_ops the result measured.
+    The benchmarks and the downstream sessions run tagged_ops from the checkout they are in,
+    so its commit is the tagged_ops they measured.
     """
     done = subprocess.run(
         ["git", "describe", "--always", "--dirty", "--abbrev=7"],
