@@ -102,6 +102,8 @@ FIXES: tuple[str, ...] = (
     "fx_signature_cache",
     "mutable_ops_on_2_2",
     "mutated_views_v1",
+    "returned_written_input",
+    "written_arguments_sharing_memory",
     "reuse_of_mutated_alias",
     "saved_export_loading",
 )
