@@ -56,7 +56,7 @@ AREAS = {
 
 _AREA_PATH = "tagged_ops_area_path"
 #: properties tests record about this torch (``record_property``), written to the results file
-FACTS = ("compiler_drops_a_read_clone", "private_names", "torch_gets_wrong")
+FACTS = ("compiler_drops_a_read_clone", "private_names", "torch_gets_wrong", "torch_gets_wrong_in_training")
 
 
 class ResultsRecorder:
@@ -94,7 +94,9 @@ class ResultsRecorder:
             self.paths = properties["tagged_ops_paths"]
         for name in FACTS:
             if name in properties:
-                self.facts[name] = properties[name]
+                value, known = properties[name], self.facts.get(name)
+                # a fact several tests measure part of (a dict each) gathers their parts
+                self.facts[name] = {**known, **value} if isinstance(known, dict) and isinstance(value, dict) else value
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             area, path = properties.get(_AREA_PATH, ("other", "any"))
             outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import random
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -51,6 +50,7 @@ class _Var:
     base: str  # the tensor whose memory this is
     contiguous: bool
     grad: bool = False  # requires grad (w itself): read, never written
+    returned: bool = False  # what a call returned (its buffer): returned as it is, an alias of an input
 
 
 class _Step:
@@ -80,7 +80,7 @@ class _Step:
         return self.rng.choice(choices) if choices else None
 
     def keep(self, name: str, like: _Var) -> None:
-        self.vars.append(_Var(name, like.shape, like.base, like.contiguous))
+        self.vars.append(_Var(name, like.shape, like.base, like.contiguous, returned=True))
 
     def call(self, text: str, buffers: list[_Var], kept: _Var | None) -> None:
         if kept is not None and self.rng.random() < 0.5:
@@ -136,10 +136,16 @@ class _Step:
             else:
                 self.lines.append(f"{out.name}.mul_(0.5).add_({a.name})")
         else:  # two buffers: minmax (reads two), cos_sin (reads one)
-            lo = self.pick()
+            fresh = [v for v in self.vars if v.base == v.name and not v.grad and v.name != f"{self.prefix}x"]
+            if len(fresh) >= 2 and rng.random() < 0.5:  # two fresh buffers of one shape: CSE makes them one
+                lo, hi = rng.sample(fresh, 2)
+                if lo.shape != hi.shape:
+                    return
+            else:
+                lo = self.pick()
+                hi = self.pick(lo.shape, avoid=(lo,)) if lo is not None else None
             if lo is None:
                 return
-            hi = self.pick(lo.shape, avoid=(lo,))
             a = self.pick(lo.shape, avoid=(lo, hi) if hi else (lo,))
             if hi is None or a is None or (direct and not (lo.contiguous and hi.contiguous)):
                 return
@@ -162,7 +168,7 @@ class _Step:
             f"({w} * {name}).sum()" for name in self.rng.sample(square, min(3, len(square)))
         ]
         self.lines.append(f"{self.prefix}loss = " + " + ".join(terms))
-        made = [v.name if v.base == v.name else f"{v.name} * 1" for v in self.vars[2:]]
+        made = [v.name if v.base == v.name or v.returned else f"{v.name} * 1" for v in self.vars[2:]]
         return [*made, f"{self.prefix}loss"]
 
 
@@ -290,7 +296,8 @@ def _compiled_as_eager(fn: Callable[..., Any], inputs: tuple[Tensor, ...]) -> bo
     try:
         got = run_step(fn, inputs, compiled=True)
     except Exception as e:  # loud: what torch or tagged_ops said, for the report
-        return "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1][:300]
+        first = (str(e).strip().splitlines() or [""])[0]
+        return f"refused: {type(e).__name__}: {first[:300]}"
     return not differences(expected, got)
 
 

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_functional", "_transforms", "_autograd", "_tracing"),  # what a definition is made of
     ("_definition",),  # one definition
     ("_native", "_fallback"),  # the two paths
-    ("_by_name", "_handle", "_define"),  # the public handle and decorators
+    ("_by_name", "_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
     ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing"),  # tools on top
 )
 MAX_LINES = 500

@@ -138,6 +138,10 @@ _WRONG = {  # fact key -> column
     "write rows of an intermediate (auto_functionalized v1)": "v1: rows of `w * 2`",
     "write columns of an intermediate (auto_functionalized v1)": "v1: columns of `w * 2`",
 }
+_WRONG_IN_TRAINING = {  # fact key (within "torch_gets_wrong_in_training") -> column
+    "return an input written in the graph": "step: returned written input",
+    "two equal fresh buffers one call writes": "step: two fresh buffers",
+}
 
 
 def _right_by_default(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -148,22 +152,25 @@ def _right_by_default(results: dict[str, dict[str, Any]]) -> list[str]:
         "tagged_ops: `tests/_raw_programs.py`); **wrong** means compiled values differed from eager. tagged_ops' ops",
         "compile all of them to eager's values (`tests/test_compile_right_by_default.py`, the compile column above);",
         "docs/hazards.md says how. The v1 columns run with `enable_auto_functionalized_v2 = False` where torch has",
-        "the switch (2.5+), so every release with it measures v1; **not run**: the release's results predate the column.",
+        "the switch (2.5+), so every release with it measures v1. The step columns are training steps (a leaf written",
+        "through `.detach()`, then a loss and `backward()`; ATen alone for the returned written input, a raw classic op",
+        "for the two buffers: tests/fixes/); **not run**: the release's results predate the column.",
         "",
-        "| torch | " + " | ".join(_WRONG.values()) + " | tagged_ops |",
-        "|" + " --- |" * (len(_WRONG) + 2),
+        "| torch | " + " | ".join([*_WRONG.values(), *_WRONG_IN_TRAINING.values()]) + " | tagged_ops |",
+        "|" + " --- |" * (len(_WRONG) + len(_WRONG_IN_TRAINING) + 2),
     ]
     for release in RELEASES:
         result = results.get(release)
-        facts = (result or {}).get("facts", {}).get("torch_gets_wrong")
         cells = []
-        for key in _WRONG:
-            value = None if facts is None else facts.get(key, "missing")
-            cells.append(
-                "not run"
-                if facts is None or value == "missing"
-                else {True: "**wrong**", False: "right", None: "no compile"}[value]
-            )
+        for fact, columns in (("torch_gets_wrong", _WRONG), ("torch_gets_wrong_in_training", _WRONG_IN_TRAINING)):
+            facts = (result or {}).get("facts", {}).get(fact)
+            for key in columns:
+                value = None if facts is None else facts.get(key, "missing")
+                cells.append(
+                    "not run"
+                    if facts is None or value == "missing"
+                    else {True: "**wrong**", False: "right", None: "no compile"}[value]
+                )
         lines.append(f"| {release} | " + " | ".join(cells) + f" | {_cell(result, ('compile',))} |")
     return lines
 

@@ -9,6 +9,7 @@ Public surface:
 * :class:`TaggedOp`: the handle they return.
 * :data:`NATIVE_TAGS`, :func:`is_native`: which path ops take.
 * :func:`opcheck`: ``torch.library.opcheck`` in the handle's call form.
+* :func:`adopt_classic`: the compiler fixes for a classic mutable op kept beside tagged ones.
 
 Set ``TAGGED_OPS_FALLBACK=1`` before defining ops to force the fallback path
 (to test your old-torch path on a new torch).
@@ -26,6 +27,7 @@ from ._lazy import lazy_attributes
 from ._switches import FALLBACK_ENV_VAR
 
 if TYPE_CHECKING:
+    from ._classic import adopt_classic
     from ._compat import NATIVE_TAGS
     from ._define import declare_inplace, declare_out, define_inplace, define_out
     from ._handle import TaggedOp, is_native
@@ -35,6 +37,7 @@ __all__ = [
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
     "TaggedOp",
+    "adopt_classic",
     "declare_inplace",
     "declare_out",
     "define_inplace",
@@ -48,6 +51,7 @@ _HOME = {
     "__version__": "._version",
     "NATIVE_TAGS": "._compat",
     "TaggedOp": "._handle",
+    "adopt_classic": "._classic",
     "declare_inplace": "._define",
     "declare_out": "._define",
     "define_inplace": "._define",

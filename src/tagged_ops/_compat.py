@@ -37,6 +37,12 @@ if not (hasattr(torch.library, "register_fake") or hasattr(torch.library, "impl_
 #: ``torch._ops.OpOverload``: the type of ``torch.ops.<ns>.<name>.<overload>`` (for annotations).
 OpOverload = torch._ops.OpOverload
 
+
+def schema_of(op: Any) -> Any:
+    """``op._schema``: the ``torch._C.FunctionSchema`` of an ``OpOverload`` (every release)."""
+    return op._schema
+
+
 #: ``torch._C.parse_schema``: a schema string -> ``torch._C.FunctionSchema``.
 parse_schema: Callable[[str], Any] = torch._C.parse_schema
 

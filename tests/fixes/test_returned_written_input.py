@@ -56,12 +56,13 @@ def torch_misplaces_the_input() -> bool | None:
     return None
 
 
-def test_canary_a_returned_written_input_takes_another_outputs_slot() -> None:
+def test_canary_a_returned_written_input_takes_another_outputs_slot(record_property: Any) -> None:
     """torch (ATen alone, where tagged_ops was never imported) compiles the program wrongly exactly
     where the probe says so, which is where the fix acts. Fails once torch fixes it without the
     probe noticing (retire the fix, or teach the probe), or where torch is wrong and the fix idle."""
     misplaces = torch_misplaces_the_input()
     wrong = _last_json_line(_RAW)
+    record_property("torch_gets_wrong_in_training", {"return an input written in the graph": wrong})
     assert wrong is bool(misplaces), {
         "the probe says torch misplaces it": misplaces,
         "torch compiles it wrongly": wrong,

@@ -63,10 +63,11 @@ def torch_reinplaces_them_into_one() -> bool:
     return _compat.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core)
 
 
-def test_canary_two_written_arguments_get_one_buffer() -> None:
+def test_canary_two_written_arguments_get_one_buffer(record_property: Any) -> None:
     """A raw classic op (tagged_ops never imported) compiles the program wrongly exactly where the
     probe says torch reinplaces both into one buffer, which is where the fix acts."""
     wrong = _last_json_line(_RAW)
+    record_property("torch_gets_wrong_in_training", {"two equal fresh buffers one call writes": wrong})
     if wrong is None:
         assert not compiler_lowers_mutable_ops()
         pytest.skip(f"torch {torch.__version__}'s Inductor compiles no mutating custom op")

@@ -1,0 +1,101 @@
+"""``tagged_ops.adopt_classic``: a classic mutable op kept beside tagged ones compiles to eager's values.
+
+The op, as a port keeps one (``scatter_min_``'s shape: in place on ``out``, and a fresh
+tensor returned), written through a view of an intermediate under ``auto_functionalized``
+v1, which torch compiles wrongly with raw mutable ops (docs/hazards.md). Each run is a
+fresh process: the fixes are process-wide once installed, so a test process that already
+compiled a tagged op would pass either way.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tagged_ops
+
+from ._raw_programs import _last_json_line
+
+_PROGRAM = r"""
+import contextlib, json, sys
+import torch
+import torch._inductor.config as inductor_config
+adopt = sys.argv[1] == "adopt"
+fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+lib = torch.library.Library("adopted", "DEF")
+lib.define("min_(Tensor(a!) out, Tensor src) -> Tensor")
+
+def min_(out, src):
+    took = (src < out).to(out.dtype)  # a fresh tensor: which elements src gave
+    torch.minimum(out, src, out=out)
+    return took
+
+lib.impl("min_", min_, "CompositeExplicitAutograd")
+fake("adopted::min_", lambda out, src: torch.empty_like(out), lib=lib)
+compiler = []
+if adopt:
+    import tagged_ops
+    before = set(sys.modules)
+    tagged_ops.adopt_classic("adopted::min_")
+    compiler = sorted(m for m in set(sys.modules) - before if m.startswith(("torch._dynamo", "torch._inductor")))
+
+def program(x, w):  # rows of an intermediate, written in place
+    h = w * 2
+    took = torch.ops.adopted.min_(h[1:3], x[1:3])
+    return h * x, took
+
+def v1():  # auto_functionalized v1: the switch off where torch has one (2.5+)
+    if hasattr(inductor_config, "enable_auto_functionalized_v2"):
+        return inductor_config.patch(enable_auto_functionalized_v2=False)
+    return contextlib.nullcontext()
+
+def run(fn):
+    x = torch.ones(4, 3, dtype=torch.float64)
+    w = torch.arange(12.0, dtype=torch.float64).reshape(4, 3) - 4
+    return [t.tolist() for t in fn(x, w)]
+
+eager = run(program)
+torch.compiler.reset()
+try:
+    with v1():
+        compiled = run(torch.compile(program, fullgraph=True))
+    wrong = compiled != eager
+except Exception:
+    wrong = None  # this torch compiles no such program
+print(json.dumps({"wrong": wrong, "compiler_loaded_by_adopting": compiler}))
+"""
+
+
+def _run(how: str) -> dict[str, object]:
+    return _last_json_line(_PROGRAM.replace("sys.argv[1]", repr(how)))  # type: ignore[no-any-return]
+
+
+def test_an_adopted_classic_op_writing_a_view_of_an_intermediate_compiles_right() -> None:
+    """Adopted: compiled as eager. Not adopted: torch's answer, which the v1 canary of
+    tests/test_compile_right_by_default.py holds to being wrong where that fix acts."""
+    adopted = _run("adopt")
+    assert adopted["compiler_loaded_by_adopting"] == []
+    if adopted["wrong"] is None:
+        pytest.skip(f"torch {torch.__version__} compiles no mutating custom op with auto_functionalized v1")
+    assert adopted["wrong"] is False
+    assert _run("raw")["wrong"] in (True, False)  # compiled without tagged_ops too (its answer: the canary's)
+
+
+def test_a_functional_op_is_refused_by_name(ns: str) -> None:
+    lib = torch.library.Library(ns, "DEF")
+    lib.define("plain(Tensor x) -> Tensor")
+    with pytest.raises(ValueError, match=rf"adopt_classic: {ns}::plain.default writes no argument"):
+        tagged_ops.adopt_classic(f"{ns}::plain")
+
+
+def test_an_undefined_name_gets_the_dispatchers_error(ns: str) -> None:
+    with pytest.raises((AttributeError, RuntimeError), match="nothing"):
+        tagged_ops.adopt_classic(f"{ns}::nothing")
+
+
+def test_adopting_twice_is_harmless(ns: str) -> None:
+    lib = torch.library.Library(ns, "DEF")
+    lib.define("bump_(Tensor(a!) x) -> ()")
+    op = getattr(torch.ops, ns).bump_.default
+    tagged_ops.adopt_classic(op)
+    tagged_ops.adopt_classic(f"{ns}::bump_")
