@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from . import Op
 
 #: Changes whenever a fix changes what Inductor generates.
-FIXES_MARK = "tagged_ops-fixes-2"
+FIXES_MARK = "tagged_ops-fixes-3"
 FALLBACK_MARK = "tagged_ops-fallback"
 
 
