@@ -6,7 +6,7 @@ invalidated: a name redefined with another schema (native <-> fallback in one
 process, an edited signature) was normalized with the old one.
 
 The fix: a definition that goes drops its names from that cache. Canary:
-tests/test_redefinition.py::test_redefinition_with_another_schema_compiles.
+tests/fixes/test_fx_signature_cache.py::test_canary_fx_keeps_the_signature_of_a_destroyed_op.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ AOTAutograd turns every mutating op into ``auto_functionalized`` (2.2+), but onl
 The fix: there a handle's compiled call goes through the op's functional twin (fresh
 results, then ``copy_``), which every compiler lowers. Asked of Inductor while Dynamo
 traces (importing Inductor takes seconds), never on the eager path. Canary:
-tests/test_compile.py::test_direct_calls_of_mutable_ops_compile (an xfail on 2.2).
+tests/fixes/test_mutable_ops_on_2_2.py::test_canary_inductor_compiles_no_raw_mutable_op.
 Breakpoint: pytorch/pytorch#118673 (Inductor lowers auto_functionalized, 2.3).
 """
 

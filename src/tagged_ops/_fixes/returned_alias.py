@@ -12,7 +12,7 @@ where an argument it writes is a view, as the functional twin plus ``copy_`` (th
 kernel cannot name the view's base, and Inductor miscompiled a view recorded as its
 own base: measured), and returns the very arguments it wrote. Registered when the
 op is defined: functionalization may come before any fake-tensor call (``make_fx`` of
-``functionalize``). Canary: tests/test_returned_alias.py::test_raw_tagged_op_loses_the_write.
+``functionalize``). Canary: tests/fixes/test_returned_alias.py::test_canary_a_raw_tagged_op_loses_the_write.
 """
 
 from __future__ import annotations
