@@ -458,7 +458,7 @@ def aot_misplaces_returned_written_inputs(create_functionalized_fn: Callable[...
 
 def inductor_reinplaces_shared_written_arguments(reinplace_inplaceable_ops_core: Callable[..., Any]) -> bool:
     """Whether Inductor's reinplacing lets two written arguments of one ``auto_functionalized`` call
-    be written in place into one buffer (``_fixes/written_arguments_sharing_memory.py``): 2.3-2.4;
+    be written in place into one buffer (``_fixes/written_arguments_sharing_memory.py``): 2.4;
     2.5 added ``tensor_with_same_storage_already_reinplaced``, which clones the second."""
     return "tensor_with_same_storage_already_reinplaced" not in _names_read(reinplace_inplaceable_ops_core)
 

@@ -8,14 +8,14 @@ the trace's outputs start with the inputs whose writes are replayed outside the 
 input lands in the slot before its own and the output there is lost. A training step
 ``wd = w.detach(); <write wd>; y = x * 2; return y, x.add_(1)`` returned the new ``x``
 as ``y``, silently; ATen's ops alone do it. Measured wrong on 2.4.1, 2.5.1 and 2.13.0;
-right on 2.15.0 (which offsets the slot).
+right on 2.2.2 (which returns a copy) and 2.15.0 (which offsets the slot).
 
 The fix: where the trace's outputs start with such inputs, torch's helper sees those
 returned inputs as ordinary outputs, so it replaces nothing. The runtime hands the
 input back for that output anyway (it never reads the graph's value there), so every
 value is right; the graph keeps one buffer of the input's size that it could have
-saved. Inert where torch places the input itself
-(:func:`.._compat.aot_places_returned_inputs_after_replayed_writes`). Installed at the
+saved. Inert where torch places such inputs right (2.15) or never places them (2.2):
+:func:`.._compat.aot_misplaces_returned_written_inputs`. Installed at the
 first trace of a tagged op, once AOTAutograd's graph capture is imported. Canary:
 tests/fixes/test_returned_written_input.py::test_canary_a_returned_written_input_takes_another_outputs_slot.
 """
@@ -34,7 +34,7 @@ from ._after_import import when_imported, wrap_once
 if TYPE_CHECKING:
     from . import Op
 
-#: Where AOTAutograd calls ``create_functionalized_fn``: 2.4-2.5, and 2.13-2.15.
+#: Where AOTAutograd calls ``create_functionalized_fn`` (the first on 2.2.2-2.5.1, the second on 2.13.0-2.15.0).
 CALLERS = (
     "torch._functorch._aot_autograd.dispatch_and_compile_graph",
     "torch._functorch._aot_autograd.graph_capture",

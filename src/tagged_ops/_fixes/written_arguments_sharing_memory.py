@@ -1,19 +1,19 @@
-"""Gives each argument a call writes memory of its own before Inductor writes them in place (2.3-2.4).
+"""Gives each argument a call writes memory of its own before Inductor writes them in place (2.4).
 
 AOTAutograd's common-subexpression elimination (on in training graphs) makes two equal
 fresh tensors one: ``lo = t.new_zeros(n); hi = t.new_zeros(n); op(t, lo=lo, hi=hi)``
 becomes one ``full`` passed as both written arguments of the op's ``auto_functionalized``
 call, which is right while the graph is functional. Inductor's reinplacing then lets the
 op write both in place, into that one buffer: ``lo`` and ``hi`` come back as the same
-values, silently. Measured on 2.4.1 with raw classic ops too; 2.5.1 and later clone one
-of them themselves ("reinplace one of them and clone the other").
+values, silently. Measured on 2.4.1 with raw classic ops too (2.3.1 not measured; the
+probe decides there); 2.5.1 and later clone one of them themselves.
 
 The fix: before torch reinplaces, a written argument of an ``auto_functionalized`` (v1)
 call whose memory an earlier written argument of the same call already has gets a
 ``clone`` of its own, which torch then writes in place. One copy, only where two written
 arguments shared memory; inert where torch clones one itself
-(:func:`.._compat.inductor_reinplaces_shared_written_arguments`). Installed at the first trace of a tagged op, once Inductor's post-grad passes are
-imported. Canary:
+(:func:`.._compat.inductor_reinplaces_shared_written_arguments`). Installed at the first
+trace of a tagged op, once Inductor's post-grad passes are imported. Canary:
 tests/fixes/test_written_arguments_sharing_memory.py::test_canary_two_written_arguments_get_one_buffer.
 """
 
