@@ -38,6 +38,35 @@ def differences(expected: list[Tensor | None], got: list[Tensor | None]) -> list
     return bad
 
 
+def leaf_and_input(seed: int) -> tuple[Tensor, Tensor]:
+    """``(x, w)``: a plain 4x4 float64 input and a leaf that requires grad, from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 4, dtype=torch.float64, generator=gen)
+    w = torch.randn(4, 4, dtype=torch.float64, generator=gen).requires_grad_()
+    return x, w
+
+
+def returning_buffers(overload: Any, *, in_place: bool = False) -> Callable[..., Any]:
+    """A classic op (it returns nothing, takes its buffers by position after the other arguments)
+    called in a handle's form: buffers by keyword, the written tensor(s) returned."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        buffers = [v for v in kwargs.values() if isinstance(v, Tensor)]
+        overload(*args, *buffers, **{k: v for k, v in kwargs.items() if not isinstance(v, Tensor)})
+        if in_place:
+            return args[0]
+        return tuple(buffers) if len(buffers) > 1 else buffers[0]
+
+    return call
+
+
+def direct(handle: Any) -> Callable[..., Any]:
+    """``torch.ops`` in the registered op's form, returning what the handle returns."""
+    if handle.is_native:
+        return handle.opoverload  # type: ignore[no-any-return]
+    return returning_buffers(handle.opoverload, in_place=handle.kind == "inplace")
+
+
 def assert_step_matches_eager(program: Callable[..., Any], make_inputs: Callable[[], tuple[Tensor, ...]]) -> None:
     inputs = make_inputs()
     eager = run_step(program, inputs, compiled=False)

@@ -40,7 +40,7 @@ import tagged_ops
 from tagged_ops._compat import destroy_library
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
-from ._training_step import differences, run_step
+from ._training_step import differences, direct, returning_buffers, run_step
 from .test_compile_fuzz import _seeds
 
 SEEDS = _seeds(os.environ.get("TAGGED_OPS_FUZZ_TRAINING_SEEDS", "0-1"))
@@ -227,24 +227,8 @@ def _tagged_ops(ns: str) -> dict[str, Callable[..., Any]]:
 
     handles = {"mix": mix, "minmax": minmax, "cos_sin": cos_sin, "axpy_": axpy_}
     namespace: dict[str, Callable[..., Any]] = dict(handles)
-    for name, handle in handles.items():
-        overload = handle.opoverload
-        if handle.is_native:
-            namespace[f"{name}_direct"] = overload
-        else:  # the fallback's op takes its buffers by position and returns nothing
-            namespace[f"{name}_direct"] = _returning_buffers(overload, in_place=name == "axpy_")
+    namespace.update({f"{name}_direct": direct(handle) for name, handle in handles.items()})
     return namespace
-
-
-def _returning_buffers(overload: Any, *, in_place: bool) -> Callable[..., Any]:
-    def call(*args: Any, **buffers: Tensor) -> Any:
-        overload(*args, *buffers.values())
-        if in_place:
-            return args[0]
-        values = tuple(buffers.values())
-        return values if len(values) > 1 else values[0]
-
-    return call
 
 
 _RAW_SCHEMAS = {
@@ -255,7 +239,7 @@ _RAW_SCHEMAS = {
 }
 
 
-def _raw_ops(ns: str, tagged: dict[str, Callable[..., Any]]) -> tuple[Any, dict[str, Callable[..., Any]]]:
+def _raw_ops(ns: str) -> tuple[Any, dict[str, Callable[..., Any]]]:
     """The same kernels as raw untagged ops (``Library.define``, no tagged_ops), and wrappers in the handles' forms."""
     lib = torch.library.Library(ns, "DEF")
     fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
@@ -271,7 +255,7 @@ def _raw_ops(ns: str, tagged: dict[str, Callable[..., Any]]) -> tuple[Any, dict[
         fake(f"{ns}::{name}", _returning_none(lambda *args: None), lib=lib)
     namespace: dict[str, Callable[..., Any]] = {}
     for name in _RAW_SCHEMAS:
-        wrapper = _returning_buffers(getattr(getattr(torch.ops, ns), name).default, in_place=name == "axpy_")
+        wrapper = returning_buffers(getattr(getattr(torch.ops, ns), name).default, in_place=name == "axpy_")
         namespace[name] = namespace[f"{name}_direct"] = wrapper
     return lib, namespace
 
@@ -365,7 +349,7 @@ def test_random_training_steps_compile_as_they_run(
     if _compiled_as_eager(_function(src, tagged, "batch"), inputs) is True:
         return
     # Take the batch apart: each program alone, with tagged_ops' ops and with raw ones.
-    lib, raw = _raw_ops(f"{ns}_raw", tagged)
+    lib, raw = _raw_ops(f"{ns}_raw")
     ours: list[str] = []
     torchs: list[str] = []
     try:

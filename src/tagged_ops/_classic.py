@@ -63,7 +63,7 @@ def adopt_classic(op: str | _compat.OpOverload) -> None:
     if overload in _ADOPTED:
         return
     schema = _compat.schema_of(overload)
-    if not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+    if not _compat.written_argument_names(schema):
         raise ValueError(
             f"tagged_ops.adopt_classic: {schema.name}.{schema.overload_name or 'default'} writes no argument "
             f"(its schema marks none with (a!)): a functional op needs none of the compiler fixes; "

@@ -43,6 +43,11 @@ def schema_of(op: Any) -> Any:
     return op._schema
 
 
+def written_argument_names(schema: Any) -> list[str]:
+    """The arguments a ``FunctionSchema`` marks written (``Tensor(a!)``), in order."""
+    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
 #: ``torch._C.parse_schema``: a schema string -> ``torch._C.FunctionSchema``.
 parse_schema: Callable[[str], Any] = torch._C.parse_schema
 

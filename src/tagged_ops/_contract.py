@@ -48,7 +48,7 @@ def check_mutates_args(parsed: Any, mutates_args: Any, schema: str) -> None:
     """``custom_op(..., mutates_args=, schema=)``: the two must name the same arguments (2.13's words)."""
     if mutates_args is None:
         return
-    expected = {a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write}
+    expected = set(_compat.written_argument_names(parsed))
     if expected != set(mutates_args):
         raise ValueError(
             f"Attempted to create a custom op with `mutates_args={mutates_args}` "

@@ -21,7 +21,7 @@ from tagged_ops._fixes import returned_written_input
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
 from .._raw_programs import _last_json_line
-from .._training_step import assert_step_matches_eager
+from .._training_step import assert_step_matches_eager, direct, leaf_and_input
 
 _RAW = r"""
 import json, torch
@@ -99,7 +99,7 @@ def test_a_training_step_that_writes_a_detached_leaf_and_returns_an_out_buffer(
     mix_out, minmax_out = _ops(ns, compile_functional=functional)
     transposed = route == "handle"
     if route == "torch.ops":
-        mix_out, minmax_out = _direct(mix_out), _direct(minmax_out)
+        mix_out, minmax_out = direct(mix_out), direct(minmax_out)
 
     def program(x0: Tensor, w: Tensor) -> tuple[Tensor, ...]:
         wd = w.detach()
@@ -112,32 +112,11 @@ def test_a_training_step_that_writes_a_detached_leaf_and_returns_an_out_buffer(
         return wd * 1, t2b, t2 * 1, t3 * 1, t4, loss
 
     try:
-        assert_step_matches_eager(program, _inputs)
+        assert_step_matches_eager(program, lambda: leaf_and_input(0))
     except TypeError as e:  # the backward handed None: torch's own where ATen's form fails alike
         if "expected Tensor()" in str(e) and torch_loses_a_tangent_of_a_shared_output():
             pytest.xfail(f"torch {torch.__version__}'s own, loud: see torch_loses_a_tangent_of_a_shared_output")
         raise
-
-
-def _direct(handle: Any) -> Any:
-    """``torch.ops`` in the registered op's form (the fallback's takes its buffers by position), returning them."""
-    op = handle.opoverload
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if handle.is_native:
-            return op(*args, **kwargs)
-        buffers = [v for v in kwargs.values() if isinstance(v, Tensor)]
-        op(*args, *buffers, **{k: v for k, v in kwargs.items() if not isinstance(v, Tensor)})
-        return tuple(buffers) if len(buffers) > 1 else buffers[0]
-
-    return call
-
-
-def _inputs() -> tuple[Tensor, Tensor]:
-    gen = torch.Generator().manual_seed(0)
-    x0 = torch.randn(4, 4, dtype=torch.float64, generator=gen)
-    w = torch.randn(4, 4, dtype=torch.float64, generator=gen).requires_grad_()
-    return x0, w
 
 
 def test_aten_programs_compile_right_once_a_tagged_op_was_traced(ns: str) -> None:
@@ -159,7 +138,7 @@ def test_aten_programs_compile_right_once_a_tagged_op_was_traced(ns: str) -> Non
         return y, z, (w.sin() * x).sum()
 
     assert_step_matches_eager(
-        step, lambda: (torch.arange(4.0, dtype=torch.float64), _inputs()[1][0].detach().requires_grad_())
+        step, lambda: (torch.arange(4.0, dtype=torch.float64), leaf_and_input(0)[1][0].detach().requires_grad_())
     )
 
 

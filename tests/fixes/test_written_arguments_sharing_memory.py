@@ -7,8 +7,6 @@ both in place into it. Values, inputs after the step and gradients against eager
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 import pytest
@@ -16,11 +14,11 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _compat
 from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._fixes.written_arguments_sharing_memory import torch_reinplaces_them_into_one
 
 from .._raw_programs import _last_json_line
-from .._training_step import assert_step_matches_eager
+from .._training_step import assert_step_matches_eager, direct, leaf_and_input
 
 _RAW = r"""
 import json, torch
@@ -56,13 +54,6 @@ print(json.dumps(None if compiled is None else not all(torch.allclose(c, e) for 
 """
 
 
-def torch_reinplaces_them_into_one() -> bool:
-    if importlib.util.find_spec("torch._inductor.fx_passes.reinplace") is None:
-        return False  # 2.2: no reinplacing
-    reinplace = importlib.import_module("torch._inductor.fx_passes.reinplace")
-    return _compat.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core)
-
-
 def test_canary_two_written_arguments_get_one_buffer(record_property: Any) -> None:
     """A raw classic op (tagged_ops never imported) compiles the program wrongly exactly where the
     probe says torch reinplaces both into one buffer, which is where the fix acts."""
@@ -84,25 +75,6 @@ def _cos_sin(ns: str, *, compile_functional: bool) -> Any:
     return cos_sin
 
 
-def _direct(handle: Any) -> Any:
-    op = handle.opoverload
-    if handle.is_native:
-        return op
-
-    def call(a: Tensor, *, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
-        op(a, lo, hi)
-        return lo, hi
-
-    return call
-
-
-def _inputs() -> tuple[Tensor, Tensor]:
-    gen = torch.Generator().manual_seed(1)
-    x0 = torch.randn(4, 4, dtype=torch.float64, generator=gen)
-    w = torch.randn(4, 4, dtype=torch.float64, generator=gen).requires_grad_()
-    return x0, w
-
-
 @pytest.mark.parametrize("route", ["handle", "torch.ops"])
 @pytest.mark.parametrize("functional", [False, True], ids=["default", "compile_functional"])
 def test_two_equal_fresh_buffers_written_by_one_call(path: str, ns: str, functional: bool, route: str) -> None:
@@ -112,7 +84,7 @@ def test_two_equal_fresh_buffers_written_by_one_call(path: str, ns: str, functio
         pytest.skip(f"torch {torch.__version__}'s Inductor compiles no direct call of a mutating custom op")
     cos_sin = _cos_sin(ns, compile_functional=functional)
     if route == "torch.ops":
-        cos_sin = _direct(cos_sin)
+        cos_sin = direct(cos_sin)
 
     def program(x0: Tensor, w: Tensor) -> tuple[Tensor, ...]:
         wd = w.detach()
@@ -121,7 +93,7 @@ def test_two_equal_fresh_buffers_written_by_one_call(path: str, ns: str, functio
         cos_sin(t1, lo=t2, hi=t3)
         return wd * 1, t1 * 1, t2, t3, (w.sin() * x0).sum()
 
-    assert_step_matches_eager(program, _inputs)
+    assert_step_matches_eager(program, lambda: leaf_and_input(1))
 
 
 def test_buffers_that_are_views_of_one_fresh_tensor(path: str, ns: str) -> None:
@@ -134,4 +106,4 @@ def test_buffers_that_are_views_of_one_fresh_tensor(path: str, ns: str) -> None:
         cos_sin(w.detach(), lo=a[:4], hi=b[2:6])
         return a * 1, b * 1, (w.sin() * x0).sum()
 
-    assert_step_matches_eager(program, _inputs)
+    assert_step_matches_eager(program, lambda: leaf_and_input(1))

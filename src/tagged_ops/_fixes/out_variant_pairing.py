@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from .. import _compat
 from ._after_import import when_imported
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def at_destroy(op: Op) -> None:
 def argument_kinds(out_op: Any) -> set[str]:
     """The kinds of ``out_op``'s arguments that Inductor's out-variant call has mangled."""
     kinds = set()
-    outs = [a.name for a in out_op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    outs = _compat.written_argument_names(out_op._schema)
     if outs != ["out"] and len(outs) == 1:  # one buffer: the call passes it as out=
         kinds.add("renamed-out")
     for a in out_op._schema.arguments:

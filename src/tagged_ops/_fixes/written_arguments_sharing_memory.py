@@ -39,11 +39,16 @@ def at_first_trace(op: Op) -> None:
 
 
 def _install(module: ModuleType) -> None:
-    if importlib.util.find_spec("torch._inductor.fx_passes.reinplace") is None:
-        return  # 2.2: no reinplacing (and no mutating op compiled in place)
-    reinplace = importlib.import_module("torch._inductor.fx_passes.reinplace")
-    if _compat.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core):
+    if torch_reinplaces_them_into_one():
         wrap_once(module, "reinplace_inplaceable_ops", _with_memory_of_their_own)
+
+
+def torch_reinplaces_them_into_one() -> bool:
+    """Whether this torch has the bug (the fix acts exactly there; its canary holds torch to it)."""
+    if importlib.util.find_spec("torch._inductor.fx_passes.reinplace") is None:
+        return False  # 2.2: no reinplacing (and no mutating op compiled in place)
+    reinplace = importlib.import_module("torch._inductor.fx_passes.reinplace")
+    return _compat.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core)
 
 
 def _with_memory_of_their_own(original: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -65,7 +70,7 @@ def _clone_shared_written_arguments(graph: Any) -> None:
             continue
         claimed: set[Any] = set()
         kwargs = dict(node.kwargs)
-        for name in _written_names(node.args[0]):
+        for name in _compat.written_argument_names(_compat.schema_of(node.args[0])):
             arg = kwargs.get(name)
             if not isinstance(arg, torch.fx.Node):  # None (an absent optional) or a list
                 continue
@@ -78,10 +83,6 @@ def _clone_shared_written_arguments(graph: Any) -> None:
                 claimed.add(storage)
         if kwargs != dict(node.kwargs):
             node.kwargs = kwargs
-
-
-def _written_names(op: Any) -> list[str]:
-    return [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
 
 
 def _clone_before(graph: Any, node: Any, arg: Any) -> Any:
