@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 
 from ._views import assert_compiled_matches_eager, inplace_patterns, out_patterns
 

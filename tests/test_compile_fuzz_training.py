@@ -38,7 +38,7 @@ from torch import Tensor
 
 import tagged_ops
 from tagged_ops._compat import destroy_library
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 
 from ._training_step import differences, direct, returning_buffers, run_step
 from .test_compile_fuzz import _seeds

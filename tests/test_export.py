@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops.testing import SinOps, define_sin_ops
 
 _STRICT = [False, True] if "strict" in inspect.signature(torch.export.export).parameters else [None]

@@ -22,7 +22,12 @@ import private_names  # noqa: E402
 #: The layers, lowest first: a module imports only from its own layer or lower ones.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_switches", "_lazy", "_version"),  # no torch
-    ("_compat", "_compat_infer_schema", "_compat_functorch"),  # what torch offers: probes and backports
+    (
+        "_compat",
+        "_compat_infer_schema",
+        "_compat_functorch",
+        "_compat_compiler",
+    ),  # what torch offers: probes and backports
     ("_contract", "_signature"),  # the contract both paths keep
     ("_fixes",),  # torch's bugs, one module each
     ("_anchor", "_codegen", "_registration"),  # one op on the dispatcher

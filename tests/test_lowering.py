@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops._fixes.mutated_views_v1 import compiler_lowers_mutated_views
 
 from ._lowering import PATTERNS, Counts, count, generated_code, lowerings, pattern

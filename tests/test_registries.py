@@ -19,8 +19,8 @@ import torch
 
 import tagged_ops
 from tagged_ops import _anchor, _by_name, _codegen, _compat, _define, _definition, _handle
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops._fixes import _after_import, out_variant_pairing, reads_before_writes
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
 
 def _sizes() -> dict[str, int]:

@@ -22,7 +22,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops.testing import define_sin_ops
 
 from .test_export import _raw_op_fails_to_decompose

@@ -141,6 +141,7 @@ _WRONG = {  # fact key -> column
 _WRONG_IN_TRAINING = {  # fact key (within "torch_gets_wrong_in_training") -> column
     "return an input written in the graph": "step: returned written input",
     "two equal fresh buffers one call writes": "step: two fresh buffers",
+    "an output sharing its tensor with a detached one": "step: shared output's gradient",
 }
 
 
@@ -153,8 +154,9 @@ def _right_by_default(results: dict[str, dict[str, Any]]) -> list[str]:
         "compile all of them to eager's values (`tests/test_compile_right_by_default.py`, the compile column above);",
         "docs/hazards.md says how. The v1 columns run with `enable_auto_functionalized_v2 = False` where torch has",
         "the switch (2.5+), so every release with it measures v1. The step columns are training steps (a leaf written",
-        "through `.detach()`, then a loss and `backward()`; ATen alone for the returned written input, a raw classic op",
-        "for the two buffers: tests/fixes/); **not run**: the release's results predate the column.",
+        "through `.detach()`, then a loss and `backward()`; ATen alone for the returned written input and the shared",
+        "output, a raw classic op for the two buffers: tests/fixes/); **not run**: the release's results predate the",
+        "column.",
         "",
         "| torch | " + " | ".join([*_WRONG.values(), *_WRONG_IN_TRAINING.values()]) + " | tagged_ops |",
         "|" + " --- |" * (len(_WRONG) + len(_WRONG_IN_TRAINING) + 2),

@@ -434,40 +434,6 @@ def schema_defaults_survive_functionalization() -> bool:
     return not accepts_keyword(type(module.auto_functionalized).__call__, "mutated_args_names")
 
 
-# -- what torch's compiler functions read: the probes of two fixes (2.5, 2.15) -------------
-# Breakpoint: pytorch/pytorch#195664's sibling in 2.15 (AOTAutograd offsets the slot; PR not
-# identified) and 2.5's reinplacing (clones one of two written arguments sharing memory; PR not
-# identified). Both read the code's names, not a version: a torch that fixes a bug another way
-# reads as still having it, which only costs its fix one buffer, never a value.
-
-
-def _names_read(fn: Callable[..., Any]) -> set[str]:
-    """The names ``fn`` and the functions defined in it read, assign or define."""
-    names: set[str] = set()
-    codes = [fn.__code__]
-    while codes:
-        code = codes.pop()
-        names.update(code.co_names, code.co_varnames, code.co_cellvars, (code.co_name,))
-        codes.extend(c for c in code.co_consts if isinstance(c, type(code)))
-    return names
-
-
-def aot_misplaces_returned_written_inputs(create_functionalized_fn: Callable[..., Any]) -> bool:
-    """Whether AOTAutograd's functionalized trace hands back a returned input that the graph writes
-    in the slot of another output when the trace's outputs start with inputs written outside the
-    graph (``_fixes/returned_written_input.py``): its helper places such inputs by
-    ``meta.output_info`` (2.4+; 2.2-2.3 never place them) without the offset 2.15 adds."""
-    names = _names_read(create_functionalized_fn)
-    return "output_info" in names and "num_mutated_inp_runtime_indices" not in names
-
-
-def inductor_reinplaces_shared_written_arguments(reinplace_inplaceable_ops_core: Callable[..., Any]) -> bool:
-    """Whether Inductor's reinplacing lets two written arguments of one ``auto_functionalized`` call
-    be written in place into one buffer (``_fixes/written_arguments_sharing_memory.py``): 2.4;
-    2.5 added ``tensor_with_same_storage_already_reinplaced``, which clones the second."""
-    return "tensor_with_same_storage_already_reinplaced" not in _names_read(reinplace_inplaceable_ops_core)
-
-
 # -- torch._is_functional_tensor / _is_functional_tensor_base (every release) -----------
 
 

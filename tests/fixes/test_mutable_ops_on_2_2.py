@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 
 from .._raw_programs import _last_json_line
 

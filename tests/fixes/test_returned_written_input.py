@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _compat
+from tagged_ops import _compat_compiler
+from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops._fixes import returned_written_input
-from tagged_ops._fixes.mutable_ops_on_2_2 import compiler_lowers_mutable_ops
 
 from .._raw_programs import _last_json_line
 from .._training_step import assert_step_matches_eager, direct, leaf_and_input
@@ -52,7 +52,7 @@ def torch_misplaces_the_input() -> bool | None:
         original = getattr(module, "create_functionalized_fn", None)
         if original is not None:
             original = getattr(original, "__wrapped__", original)
-            return _compat.aot_misplaces_returned_written_inputs(original)
+            return _compat_compiler.aot_misplaces_returned_written_inputs(original)
     return None
 
 
@@ -111,12 +111,7 @@ def test_a_training_step_that_writes_a_detached_leaf_and_returns_an_out_buffer(
         loss = (w.sin() * x0).sum() + (w * t2b).sum() + (w * t2).sum() + (w * t3).sum() + (w * t4).sum()
         return wd * 1, t2b, t2 * 1, t3 * 1, t4, loss
 
-    try:
-        assert_step_matches_eager(program, lambda: leaf_and_input(0))
-    except TypeError as e:  # the backward handed None: torch's own where ATen's form fails alike
-        if "expected Tensor()" in str(e) and torch_loses_a_tangent_of_a_shared_output():
-            pytest.xfail(f"torch {torch.__version__}'s own, loud: see torch_loses_a_tangent_of_a_shared_output")
-        raise
+    assert_step_matches_eager(program, lambda: leaf_and_input(0))
 
 
 def test_aten_programs_compile_right_once_a_tagged_op_was_traced(ns: str) -> None:
@@ -140,31 +135,3 @@ def test_aten_programs_compile_right_once_a_tagged_op_was_traced(ns: str) -> Non
     assert_step_matches_eager(
         step, lambda: (torch.arange(4.0, dtype=torch.float64), leaf_and_input(0)[1][0].detach().requires_grad_())
     )
-
-
-_SHARED_OUTPUT = r"""
-import json, torch
-
-def program(x, w):  # ATen alone: w's new value and wd * 1 come out as one tensor
-    wd = w.detach()
-    wd.copy_(x * 2)
-    x.copy_(wd + 1)
-    return wd * 1, x, (w.sin() * x).sum()
-
-x, w = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64).requires_grad_()
-try:
-    torch.compile(program, fullgraph=True)(x, w)[-1].backward()
-    print(json.dumps(False))
-except TypeError as e:  # "expected Tensor() for op: input": the backward was handed None
-    print(json.dumps(True))
-"""
-
-
-def torch_loses_a_tangent_of_a_shared_output() -> bool:
-    """Where Inductor's forward returns one tensor for a differentiable output (a written leaf's new
-    value) and for one marked non-differentiable (``wd * 1``), AOTAutograd hands the backward None
-    for the first one's tangent, and the backward refuses loudly (TypeError). ATen alone; measured
-    on 2.15.0 (2.4.1, 2.5.1, 2.13.0 right); pytorch/pytorch#195664 describes the fix. Not fixed here:
-    the handle's default lowering does not make such a shared output; ``compile_functional=True``
-    and a native op's direct ``torch.ops`` call (which returns its buffer) can."""
-    return bool(_last_json_line(_SHARED_OUTPUT))

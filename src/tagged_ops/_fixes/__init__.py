@@ -104,6 +104,7 @@ FIXES: tuple[str, ...] = (
     "mutated_views_v1",
     "returned_written_input",
     "written_arguments_sharing_memory",
+    "shared_output_tangents",
     "reuse_of_mutated_alias",
     "saved_export_loading",
 )

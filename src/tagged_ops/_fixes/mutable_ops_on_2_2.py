@@ -12,35 +12,17 @@ Breakpoint: pytorch/pytorch#118673 (Inductor lowers auto_functionalized, 2.3).
 
 from __future__ import annotations
 
-import functools
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from .. import _compat
+from .. import _compat, _compat_compiler
 
 if TYPE_CHECKING:
     from . import Op
 
 
-@functools.cache
-def compiler_lowers_mutable_ops() -> bool:
-    """Whether Inductor compiles a mutating custom op (lowers ``auto_functionalized``).
-
-    ``auto_functionalized_v2`` came with Inductor's lowering of it (2.6): where it exists the
-    answer needs no import of Inductor, which torch loads only when it compiles (seconds, at
-    trace time). Before it, Inductor itself is asked (torch.compile has loaded it by then).
-    """
-    module = importlib.import_module("torch._higher_order_ops.auto_functionalize")
-    if hasattr(module, "auto_functionalized_v2"):
-        return True
-    lowering = importlib.import_module("torch._inductor.lowering")
-    hop = getattr(module, "auto_functionalized", None)
-    return hop is not None and hop in lowering.lowerings
-
-
 @_compat.assume_constant_result
 def _needed() -> bool:
-    return not compiler_lowers_mutable_ops()
+    return not _compat_compiler.compiler_lowers_mutable_ops()
 
 
 def reroutes(op: Op, values: dict[str, Any], written: list[Any]) -> bool:

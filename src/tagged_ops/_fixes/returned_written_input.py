@@ -15,7 +15,7 @@ returned inputs as ordinary outputs, so it replaces nothing. The runtime hands t
 input back for that output anyway (it never reads the graph's value there), so every
 value is right; the graph keeps one buffer of the input's size that it could have
 saved. Inert where torch places such inputs right (2.15) or never places them (2.2):
-:func:`.._compat.aot_misplaces_returned_written_inputs`. Installed at the
+:func:`.._compat_compiler.aot_misplaces_returned_written_inputs`. Installed at the
 first trace of a tagged op, once AOTAutograd's graph capture is imported. Canary:
 tests/fixes/test_returned_written_input.py::test_canary_a_returned_written_input_takes_another_outputs_slot.
 """
@@ -28,7 +28,7 @@ import importlib.util
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _compat
+from .. import _compat_compiler
 from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def at_first_trace(op: Op) -> None:
 
 def _install(module: ModuleType) -> None:
     original = getattr(module, "create_functionalized_fn", None)
-    if original is not None and _compat.aot_misplaces_returned_written_inputs(original):
+    if original is not None and _compat_compiler.aot_misplaces_returned_written_inputs(original):
         wrap_once(module, "create_functionalized_fn", _in_own_slots)
 
 

@@ -12,7 +12,7 @@ The fix: before torch reinplaces, a written argument of an ``auto_functionalized
 call whose memory an earlier written argument of the same call already has gets a
 ``clone`` of its own, which torch then writes in place. One copy, only where two written
 arguments shared memory; inert where torch clones one itself
-(:func:`.._compat.inductor_reinplaces_shared_written_arguments`). Installed at the first
+(:func:`.._compat_compiler.inductor_reinplaces_shared_written_arguments`). Installed at the first
 trace of a tagged op, once Inductor's post-grad passes are imported. Canary:
 tests/fixes/test_written_arguments_sharing_memory.py::test_canary_two_written_arguments_get_one_buffer.
 """
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from .. import _compat
+from .. import _compat, _compat_compiler
 from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def torch_reinplaces_them_into_one() -> bool:
     if importlib.util.find_spec("torch._inductor.fx_passes.reinplace") is None:
         return False  # 2.2: no reinplacing (and no mutating op compiled in place)
     reinplace = importlib.import_module("torch._inductor.fx_passes.reinplace")
-    return _compat.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core)
+    return _compat_compiler.inductor_reinplaces_shared_written_arguments(reinplace.reinplace_inplaceable_ops_core)
 
 
 def _with_memory_of_their_own(original: Callable[[Any], None]) -> Callable[[Any], None]:
