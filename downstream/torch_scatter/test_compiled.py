@@ -4,7 +4,7 @@ Run by downstream/torch_scatter/run.py against the ported build. Each public fun
 is compiled with ``fullgraph=True`` and compared with eager on its values, the
 buffers it writes and, for the functional forms, the gradient of ``src``; with
 ``out=`` the buffer is a graph input, a fresh buffer made inside the function, and
-a view of an intermediate. Sizes the data alone would give (``index.max() + 1``,
+a view of an intermediate, compared with what the call returns and the intermediate. Sizes the data alone would give (``index.max() + 1``,
 ``indptr[-1]``) are passed or made static where the API allows, and otherwise traced
 as data-dependent sizes.
 """
@@ -135,10 +135,10 @@ def test_out(name: str, where: str) -> None:
         if where == "view of an input":  # out holds two buffers; the call writes the second
             return call(src, out[SEGMENTS:])
         if where == "fresh buffer":
-            return call(src, out * 1)
+            buffer = out * 1
+            return call(src, buffer), buffer
         t = torch.cat([out * 2, out])  # an intermediate; the call writes its second half
-        call(src, t[SEGMENTS:])
-        return t
+        return call(src, t[SEGMENTS:]), t  # what it returns, and the intermediate it wrote
 
     initial = (lambda: torch.cat([_initial() * 3, _initial()])) if where == "view of an input" else _initial
     _assert_as_eager(with_out, lambda: (_src(), initial()))
@@ -156,8 +156,7 @@ def test_gather_out(name: str, where: str) -> None:
         if where == "view of an input":  # out holds two buffers; the call writes the first
             return gather(src, index, out=out[:N])
         t = torch.cat([out, out * 3])
-        gather(src, index, out=t[:N])
-        return t
+        return gather(src, index, out=t[:N]), t
 
     rows = 2 * N if where == "view of an input" else N
     _assert_as_eager(with_out, lambda: (_src(rows=SEGMENTS), torch.zeros(rows, F, dtype=torch.float64)))
