@@ -1,8 +1,8 @@
 """The torch release matrix: the whole suite, sin-op opcheck included, on every release.
 
     nox --list                          # every session
-    nox -t ci                           # what CI runs (tools/releases.py: 2.2.2, 2.4.1, 2.12.1, 2.13.0 both
-                                        # paths, newest; the build; lint)
+    nox -t ci                           # what CI runs (tools/releases.py's CI releases; the build, the
+                                        # docs, lint, the CUDA check's dry run)
     nox -s build                        # sdist and wheel, checked; the wheel's self-check in a fresh env
     nox -s docs                         # the documentation site (docs/_build/html), its examples run
     nox -s tests-next                   # torch's next release from a pre-release index (TAGGED_OPS_TORCH_INDEX_URL)
@@ -361,6 +361,19 @@ def docs(session: nox.Session) -> None:
     missing = {"index", "quickstart", "api", "adopting", "testing", "compatibility", "differences", "hazards"} - pages
     if missing:
         session.error(f"pages not built: {', '.join(sorted(missing))}")
+
+
+#: What a lent GPU machine has beside its CUDA torch (issue: the CUDA check must need nothing else).
+GPU_MACHINE_DEPS = ["pytest", "pytest-xdist", "hypothesis", "numpy", "packaging", "ninja"]
+
+
+@nox.session(name="cuda_check-dry-run", python=PYTHON[TOOLING_RELEASE], tags=["ci"])
+def cuda_check_dry_run(session: nox.Session) -> None:
+    """tools/cuda_check.sh --dry-run, in an environment holding only what a GPU machine has:
+    every stage of the CUDA check starts, CUDA ones report "no GPU" (results in a scratch folder)."""
+    session.install(f"torch=={TOOLING_RELEASE}", *GPU_MACHINE_DEPS)
+    python = str(Path(session.bin) / "python")
+    session.run("bash", "tools/cuda_check.sh", "--dry-run", env={"PYTHON": python}, external=True)
 
 
 @nox.session(name="compat_matrix", python=False)

@@ -1,14 +1,16 @@
 """Compiled in-place / out= steps on a 64 MB buffer: tagged_ops against both raw lowerings.
 
 Patterns (a) in-place on a graph input and (b) out= into a graph-input buffer,
-each compiled (fullgraph, Inductor, CPU) for: tagged_ops, the raw natively
+each compiled (fullgraph, Inductor; CPU, or Triton with ``--device cuda``) for: tagged_ops, the raw natively
 tagged ``custom_op`` (torch with native tags only) and the raw untagged
 ``custom_op`` plus a returning wrapper, all in one process. Prints ms per call
 (best of the interleaved rounds) and the ratio tagged_ops / best raw lowering:
 the median over rounds of that ratio within each round (target: within 5%,
 i.e. <= 1.05).
 
-    python benchmarks/compiled_buffers.py [--mb 64] [--calls 10] [--repeat 15] [--json out.json]
+    python benchmarks/compiled_buffers.py [--mb 64] [--calls 10] [--repeat 15] [--device cpu|cuda] [--json out.json]
+
+With ``--device cuda`` on a machine without a GPU it prints ``no GPU: ...`` and measures nothing.
 """
 
 import argparse
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tests._lowering import lowerings, pattern  # noqa: E402
 
 
-def measure(mb: int, calls: int, repeat: int) -> dict[str, Any]:
+def measure(mb: int, calls: int, repeat: int, device: str = "cpu") -> dict[str, Any]:
     n = mb * 1024 * 1024 // 4
     results: dict[str, dict[str, float]] = {}
     ratios: dict[str, float | None] = {}  # None: no raw lowering compiles on this release
@@ -38,7 +40,7 @@ def measure(mb: int, calls: int, repeat: int) -> dict[str, Any]:
         compiled = {}
         args = None
         for lowering, (inplace, out) in found.items():
-            fn, make = pattern(name, inplace, out, n)
+            fn, make = pattern(name, inplace, out, n, device)
             # Every lowering works on the same buffers: two 64 MB allocations can
             # differ in speed for the whole run (pages), which is not the lowering.
             args = make() if args is None else args
@@ -61,6 +63,8 @@ def measure(mb: int, calls: int, repeat: int) -> dict[str, Any]:
                 start = time.perf_counter()
                 for _ in range(calls):
                     step(*args)
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 took[lowering] = (time.perf_counter() - start) / calls
                 best[lowering] = min(best[lowering], took[lowering])
             if len(took) > 1:
@@ -71,6 +75,7 @@ def measure(mb: int, calls: int, repeat: int) -> dict[str, Any]:
     return {
         "torch": torch.__version__,
         "path": "native" if tagged_ops.NATIVE_TAGS and not tagged_ops._switches.fallback_forced() else "fallback",
+        "device": device if device == "cpu" else torch.cuda.get_device_name(0),
         "buffer_mb": mb,
         "ms_per_call": results,
         "ratio_to_best_raw": ratios,
@@ -83,10 +88,16 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=64)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--json")
     args = parser.parse_args()
-    result = measure(args.mb, args.calls, args.repeat)
-    print(f"torch {result['torch']}, tagged_ops path: {result['path']}, {args.mb} MB float32 buffer, CPU")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no GPU: CUDA is not available on this machine; nothing measured")
+        return
+    result = measure(args.mb, args.calls, args.repeat, args.device)
+    print(
+        f"torch {result['torch']}, tagged_ops path: {result['path']}, {args.mb} MB float32 buffer, {result['device']}"
+    )
     labels = {"a": "(a) in-place on a graph input", "b": "(b) out= into a graph-input buffer"}
     for name, timings in result["ms_per_call"].items():
         cells = ", ".join(f"{k} {v:.2f} ms" for k, v in timings.items())

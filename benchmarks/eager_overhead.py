@@ -1,6 +1,7 @@
 """Per-call eager cost of tagged_ops ops against torch.library.custom_op, side by side.
 
-For the sin ops on a 1-element CPU tensor, in one process:
+For the sin ops on a 1-element tensor (CPU, or ``--device cuda``: there each round ends with
+``torch.cuda.synchronize()``, and the cost measured is the launch's), in one process:
 
 * tagged_ops (whatever path this torch gives, or the forced fallback),
 * the equivalent native ``custom_op``: tagged on torch with native tags,
@@ -14,7 +15,9 @@ per-round ratio tagged_ops / custom_op (target <= 0.5) and
 the ratio tagged_ops / raw op of the same schema per kind (target <= 1.25).
 ``--json FILE`` also writes the numbers for compat_matrix.md.
 
-    python benchmarks/eager_overhead.py [--calls 10000] [--rounds 41] [--json out.json]
+    python benchmarks/eager_overhead.py [--calls 10000] [--rounds 41] [--device cpu|cuda] [--json out.json]
+
+With ``--device cuda`` on a machine without a GPU it prints ``no GPU: ...`` and measures nothing.
 """
 
 import argparse
@@ -36,7 +39,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tests._lowering import raw_untagged  # noqa: E402  (the hand-written untagged op, shared with the tests)
 
 
-def _interleaved(fns: "dict[str, Callable[[], object]]", calls: int, rounds: int) -> "dict[str, list[float]]":
+def _interleaved(
+    fns: "dict[str, Callable[[], object]]", calls: int, rounds: int, sync: "Callable[[], None]" = lambda: None
+) -> "dict[str, list[float]]":
     """Per-call microseconds of each function, one timing per round, the functions taking turns.
 
     Taking turns keeps drift on a shared machine (frequency, neighbours) out of the
@@ -48,6 +53,7 @@ def _interleaved(fns: "dict[str, Callable[[], object]]", calls: int, rounds: int
             start = time.perf_counter()
             for _ in range(calls):
                 fn()
+            sync()  # CUDA: the launches queued are done before the clock stops
             times[name].append((time.perf_counter() - start) / calls * 1e6)
     return times
 
@@ -132,11 +138,12 @@ def _library_define_floors(ops: Any, x: Tensor, o: Tensor) -> "tuple[Callable[[]
     return floors
 
 
-def measure(calls: int, rounds: int) -> dict[str, Any]:
+def measure(calls: int, rounds: int, device: str = "cpu") -> dict[str, Any]:
     ops = define_sin_ops("bench_tagged")
     raw_inplace, raw_out, raw_label = _custom_op_pair()
-    x = torch.randn(1)
-    o = torch.empty(1)
+    x = torch.randn(1, device=device)
+    o = torch.empty(1, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     floor_inplace, floor_out = _library_define_floors(ops, x, o)
     # Warm up every path once (first calls build caches).
     for f in (
@@ -160,10 +167,12 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
         },
         calls,
         rounds,
+        sync,
     )
     return {
         "torch": torch.__version__,
         "path": "native" if ops.sin_.is_native else "fallback",
+        "device": device if device == "cpu" else torch.cuda.get_device_name(0),
         "baseline": raw_label,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "us_per_call": {k: round(min(v), 2) for k, v in times.items()},
@@ -178,10 +187,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    result = measure(args.calls, args.rounds)
-    print(f"torch {result['torch']}, tagged_ops path: {result['path']}, baseline: {result['baseline']}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no GPU: CUDA is not available on this machine; nothing measured")
+        return
+    result = measure(args.calls, args.rounds, args.device)
+    print(
+        f"torch {result['torch']}, tagged_ops path: {result['path']}, device: {result['device']}, "
+        f"baseline: {result['baseline']}"
+    )
     for name, value in result["us_per_call"].items():
         print(f"  {name:40s} {value:8.2f} us/call")
     print(

@@ -113,8 +113,15 @@ def lowerings(ns: str) -> dict[str, tuple[Op, Op]]:
     return result
 
 
-def pattern(name: str, inplace: Op, out: Op, n: int) -> tuple[Callable[..., Any], Callable[[], tuple[Tensor, ...]]]:
-    """The function to compile and a maker of fresh inputs with ``n`` elements."""
+def pattern(
+    name: str, inplace: Op, out: Op, n: int, device: str = "cpu"
+) -> tuple[Callable[..., Any], Callable[[], tuple[Tensor, ...]]]:
+    """The function to compile and a maker of fresh inputs with ``n`` elements on ``device``."""
+    fn, make = _pattern(name, inplace, out, n)
+    return fn, lambda: tuple(t.to(device) for t in make())
+
+
+def _pattern(name: str, inplace: Op, out: Op, n: int) -> tuple[Callable[..., Any], Callable[[], tuple[Tensor, ...]]]:
     if name == "a":
         return (lambda x: inplace(x)), lambda: (torch.randn(n),)
     if name == "b":

@@ -18,11 +18,11 @@ from tagged_ops._fixes.mutated_views_v1 import compiler_lowers_mutated_views
 from ._lowering import PATTERNS, Counts, count, generated_code, lowerings, pattern
 
 
-def _compile_all(ns: str, name: str) -> tuple[Counts, dict[str, Counts], dict[str, Exception]]:
+def _compile_all(ns: str, name: str, device: str = "cpu") -> tuple[Counts, dict[str, Counts], dict[str, Exception]]:
     """tagged_ops' counts, the raw lowerings' counts, and the raw lowerings that do not compile."""
     found, failed = {}, {}
     for lowering, (inplace, out) in lowerings(ns).items():
-        fn, make = pattern(name, inplace, out, 64)
+        fn, make = pattern(name, inplace, out, 64, device)
         try:
             found[lowering] = count(generated_code(fn, make()))
         except Exception as e:  # a raw lowering this release cannot compile (2.2)
@@ -32,8 +32,8 @@ def _compile_all(ns: str, name: str) -> tuple[Counts, dict[str, Counts], dict[st
     return found.pop("tagged_ops"), found, failed
 
 
-def _counts(ns: str, name: str) -> tuple[Counts, dict[str, Counts]]:
-    ours, raw, failed = _compile_all(ns, name)
+def _counts(ns: str, name: str, device: str = "cpu") -> tuple[Counts, dict[str, Counts]]:
+    ours, raw, failed = _compile_all(ns, name, device)
     if failed:
         pytest.skip(f"no comparison: raw lowerings {sorted(failed)} do not compile on torch {torch.__version__}")
     return ours, raw
@@ -66,6 +66,21 @@ def test_no_copy_kernel_and_no_more_kernels_than_the_best_raw_lowering(path: str
 def test_no_more_allocations_than_the_best_raw_lowering(path: str, ns: str, name: str) -> None:
     _skip_if_twin(name)
     ours, raw = _counts(ns, name)
+    assert ours.allocations <= min(c.allocations for c in raw.values()), (
+        f"pattern {name}: tagged_ops {ours}; raw: {raw}"
+    )
+
+
+@pytest.mark.parametrize("tagged_ops_device", ["cuda"], indirect=True)
+@pytest.mark.parametrize("name", ["a", "b", "c", "d"])
+def test_triton_code_copies_no_buffer_and_allocates_no_more_than_the_best_raw_lowering(
+    path: str, ns: str, name: str, tagged_ops_device: str
+) -> None:
+    """The same counts in Inductor's generated CUDA code (Triton kernels, ``empty_strided_cuda``)."""
+    _skip_if_twin(name)
+    ours, raw = _counts(ns, name, tagged_ops_device)
+    assert ours.copies == 0, f"pattern {name}: {ours}"
+    assert ours.kernels <= min(c.kernels for c in raw.values()), f"pattern {name}: tagged_ops {ours}; raw: {raw}"
     assert ours.allocations <= min(c.allocations for c in raw.values()), (
         f"pattern {name}: tagged_ops {ours}; raw: {raw}"
     )

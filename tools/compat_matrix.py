@@ -105,7 +105,36 @@ def _bench(kind: str, release: str) -> dict[str, Any] | None:
     return _load(path) if path.exists() else None
 
 
+def _cuda_checks() -> dict[str, dict[str, Any]]:
+    """release -> the CUDA check's summary (``results/cuda/check-<release>.json``, from tools/cuda_check.sh on a
+    GPU), with the suite's results of each path beside it under "native" / "fallback" (None: not run)."""
+    found = {}
+    for path in sorted((RESULTS / "cuda").glob("check-*.json")):
+        check = _load(path)
+        if check.get("dry_run"):
+            continue  # the plumbing on a machine without a GPU: nothing measured
+        release = path.stem.removeprefix("check-")
+        for name, suffix in (("native", ""), ("fallback", "-fallback")):
+            suite = RESULTS / "cuda" / f"{release}{suffix}.json"
+            check[name] = _load(suite) if suite.exists() else None
+        found[release] = check
+    return found
+
+
+def _cuda_cell(check: dict[str, Any]) -> str:
+    failed = [s["name"] for s in check["stages"] if s["status"] not in ("passed", "not applicable")]
+    counts = {"passed": 0, "failed": 0, "xfailed": 0}
+    for name in ("native", "fallback"):
+        if check.get(name):
+            for k, v in _counts(check[name], ("cuda",)).items():
+                counts[k] += v
+    if failed or counts["failed"]:
+        return "✗ " + ", ".join(failed or [f"{counts['failed']} failed"])
+    return f"✓ {counts['passed']}" + (f" {counts['xfailed']} xfail" if counts["xfailed"] else "")
+
+
 def _glance(results: dict[str, dict[str, Any]]) -> list[str]:
+    checks = _cuda_checks()
     cuda_runs = {Version(r["torch"]).base_version: r for r in results.values() if r.get("cuda_available")}
     columns = ["torch", "path", *COLUMNS, "CUDA"]
     lines = ["## At a glance", "", "| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
@@ -122,11 +151,20 @@ def _glance(results: dict[str, dict[str, Any]]) -> list[str]:
         )
         cuda = cuda_runs.get(label)
         cells = [_cell(result, areas) for areas in COLUMNS.values()]
-        lines.append(
-            f"| {label} | {path} | " + " | ".join(cells) + f" | {_cell(cuda, ('cuda',)) if cuda else 'not run'} |"
-        )
-    if not cuda_runs:
-        lines += ["", "**CUDA: not run.** No run of this matrix had a GPU."]
+        if label in checks:
+            cuda_cell = _cuda_cell(checks[label])
+        else:
+            cuda_cell = _cell(cuda, ("cuda",)) if cuda else "not run"
+        lines.append(f"| {label} | {path} | " + " | ".join(cells) + f" | {cuda_cell} |")
+    if not cuda_runs and not checks:
+        lines += ["", "**CUDA: not run.** No run of this matrix had a GPU (`tools/cuda_check.sh` fills the column)."]
+    elif checks:
+        lines += [
+            "",
+            "CUDA: `tools/cuda_check.sh` on a GPU machine (the suite's CUDA tests on both paths, the C++ CUDA kernels,",
+            "Triton's generated code, CUDA graphs, the benchmarks on CUDA tensors): ✓ and the CUDA tests passed, or ✗ and",
+            "the stages that did not pass; the runs table names the GPU, driver and torch build.",
+        ]
     return lines
 
 
@@ -280,6 +318,18 @@ def _runs(results: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {name} | {r['torch']} | {r.get('python', '?')} | {tally} | {r['date']} | {r.get('commit', '?')} | {r['machine']} |"
         )
+    for release, check in _cuda_checks().items():
+        c = {"passed": 0, "failed": 0, "xfailed": 0, "skipped": 0}
+        for stage in check["stages"]:
+            for k in c:
+                c[k] += stage.get("counts", {}).get(k, 0)
+        tally = f"{c['passed']}/{c['failed']}/{c['xfailed']}/{c['skipped']}"
+        build = f"{check['torch']} (CUDA {check['torch_build'].get('cuda')})"
+        gpu = f"{check['machine']}, {check['gpu']}, driver {check.get('driver') or 'unknown'}"
+        lines.append(
+            f"| cuda/check-{release} | {build} | {check.get('python', '?')} | {tally} | {check['date']} "
+            f"| {check.get('commit', '?')} | {gpu} |"
+        )
     return lines
 
 
@@ -291,7 +341,8 @@ nox -s tests-2.4.1        # installs torch 2.4.1 with uv, runs the suite, writes
 nox -s compat_matrix      # regenerates this file
 ```
 
-On a GPU machine with its own torch: `TAGGED_OPS_REQUIRE_CUDA=1 python -m nox -s tests-installed` fills the CUDA column."""
+On a GPU machine with its own torch: `PYTHON=python tools/cuda_check.sh` (no network, nothing installed) writes
+`results/cuda/`, which fills the CUDA column."""
 
 
 def generate() -> str:
