@@ -118,10 +118,23 @@ def test_private_torch_names_only_in_the_probe_and_the_fixes() -> None:
     assert private_names.outside_allowed(private_names.scan()) == {}
 
 
+def test_private_attributes_of_torch_objects_are_found(tmp_path: Path) -> None:
+    """``op._schema`` and ``getattr(t, "_base")`` are torch's; ``self._x`` and attributes tagged_ops sets are its own."""
+    module = tmp_path / "reads.py"
+    module.write_text(
+        "import operator\n"
+        "def f(op, t, h):\n"
+        "    h._mine = 1\n"
+        "    return op._schema, getattr(t, '_base'), operator.attrgetter('_cdata'), h._mine, op.__name__\n"
+    )
+    found = private_names.attributes_in(module, {"_mine"})
+    assert found == {"._schema", "._base", "._cdata"}
+
+
 def test_which_private_names_this_torch_has(record_property: pytest.RecordProperty) -> None:
     """Recorded per release for docs/ARCHITECTURE.md; every name the probe reads unconditionally resolves."""
     present = {}
-    for name in sorted({n for names in private_names.scan().values() for n in names}):
+    for name in sorted({n for names in private_names.scan().values() for n in names if n.startswith("torch")}):
         present[name] = _resolves(name)
     record_property("private_names", present)
     # read at import, without a probe around them: every supported release has these

@@ -374,7 +374,12 @@ def private_names_table() -> str:
         if "private_names" in r.get("facts", {}) and not r.get("fallback_forced")
     }
     lines = ["| name | read by | resolves on |", "| --- | --- | --- |"]
-    for name in sorted(found):
+    for name in sorted(found, key=lambda n: (n.startswith("."), n)):
+        if name.startswith("."):  # an attribute of torch's objects: resolved by the object, not by name
+            lines.append(
+                f"| `{name}` | {', '.join(f'`{m}`' for m in sorted(found[name]))} | read off torch's objects |"
+            )
+            continue
         have = [v for v in sorted(seen, key=Version) if seen[v].get(name)]
         missing = [v for v in sorted(seen, key=Version) if name in seen[v] and not seen[v][name]]
         if not seen or not any(name in s for s in seen.values()):

@@ -3,8 +3,9 @@
 A private name is a dotted path from ``torch`` with a component that starts with an
 underscore: ``torch._C._functorch``, ``torch.library._validate_out_schema``, or a
 module imported as ``torch._inductor.lowering`` (by ``import``, ``from ... import``
-or ``importlib.import_module("...")``). Attributes of objects (``op._schema``,
-``t._base``) are not module names and are not listed.
+or ``importlib.import_module("...")``). A private attribute is one read off an object
+(``op._schema``, ``t._base``, ``getattr(x, "_cdata")``) that tagged_ops' own source never
+defines: torch's, listed as ``._schema``.
 
     python tools/private_names.py            # name -> modules that read it
     python tools/private_names.py --check    # fail if a module outside _compat*/_fixes reads one
@@ -87,11 +88,61 @@ def names_in(path: Path) -> set[str]:
     return {n for n in found if not any(o != n and o.startswith(n + ".") for o in found)}
 
 
+def _defined_names() -> set[str]:
+    """Every attribute tagged_ops' source defines: of its classes, and those it sets on objects. (Its
+    modules' own names are read as ``module.name`` only for modules it imports by name, never torch's.)"""
+    defined: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):  # methods, class attributes
+            for item in cls.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    defined.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    defined.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    defined.update(t.id for t in item.targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                    defined.add(str(node.args[1].value))
+    return defined
+
+
+def attributes_in(path: Path, defined: set[str]) -> set[str]:
+    """The private attributes of torch's objects ``path`` reads (``._schema``): read off an object
+    other than ``self`` / ``cls`` and defined nowhere in tagged_ops."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name, base = node.attr, node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls", "torch"):  # torch.x: a name, above
+                continue
+            if _dotted(node) and (_dotted(node) or "").startswith("torch."):
+                continue
+        elif isinstance(node, ast.Call) and (_dotted(node.func) or "").endswith("attrgetter") and node.args:
+            if not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                continue
+            name = node.args[0].value
+        elif _is_getattr(node):
+            name = node.args[1].value  # type: ignore[attr-defined]
+            if (_dotted(node.args[0]) or "").split(".")[0] == "torch":  # type: ignore[attr-defined]
+                continue
+        else:
+            continue
+        if name.startswith("_") and not name.startswith("__") and name not in defined:
+            found.add(f".{name}")
+    return found
+
+
 def scan() -> dict[str, set[str]]:
-    """Module path (relative to the package) -> the private torch names it reads."""
+    """Module path (relative to the package) -> the private torch names and attributes it reads."""
     result = {}
+    defined = _defined_names()
     for path in sorted(PACKAGE.rglob("*.py")):
-        names = names_in(path)
+        names = names_in(path) | attributes_in(path, defined)
         if names:
             result[path.relative_to(PACKAGE).as_posix()] = names
     return result

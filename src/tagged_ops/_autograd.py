@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from . import _compat
 from ._contract import in_place_backward, in_place_on_leaf
 from ._signature import OpSignature
 
@@ -48,7 +49,7 @@ def make_autograd_call(sig: OpSignature, op: Callable[..., Any]) -> Callable[...
         # ATen refuses these before mutating; so do we (native 2.13 lets them through).
         if x.is_leaf and x.requires_grad:
             raise RuntimeError(in_place_on_leaf(qualname, view=False))
-        base = x._base
+        base = _compat.view_base(x)
         if base is not None and base.is_leaf and base.requires_grad:
             raise RuntimeError(in_place_on_leaf(qualname, view=True))
         with torch.no_grad():

@@ -36,7 +36,7 @@ _REQUIRED = object()  # default for out buffers that the schema order moved behi
 
 
 def _same_tensor(a: Any, b: torch.Tensor) -> bool:
-    return a is b or (isinstance(a, torch.Tensor) and a._cdata == b._cdata)
+    return a is b or (isinstance(a, torch.Tensor) and _compat.tensor_impl(a) == _compat.tensor_impl(b))
 
 
 def _locals(sig: OpSignature) -> dict[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import operator
 from typing import Any, Callable
 
 import torch
@@ -41,6 +42,12 @@ OpOverload = torch._ops.OpOverload
 def schema_of(op: Any) -> Any:
     """``op._schema``: the ``torch._C.FunctionSchema`` of an ``OpOverload`` (every release)."""
     return op._schema
+
+
+#: ``t._base``: the tensor ``t`` is a view of, or None (every release; C speed, for the eager call).
+view_base: Callable[[torch.Tensor], torch.Tensor | None] = operator.attrgetter("_base")
+#: ``t._cdata``: the address of ``t``'s TensorImpl, equal for two Python objects of one tensor (every release).
+tensor_impl: Callable[[torch.Tensor], int] = operator.attrgetter("_cdata")
 
 
 def written_argument_names(schema: Any) -> list[str]:

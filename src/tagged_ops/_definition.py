@@ -106,7 +106,9 @@ class Definition:
         autograd_call = make_autograd_call(sig, registered.op) if sig.kind == "inplace" else None
         grad_error = functools.partial(RuntimeError, out_under_autograd(sig.packet)) if sig.kind == "out" else None
         # Argument errors quote the 2.13 schema the handle takes, on the fallback too.
-        declaration = str(registered.op._schema) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
+        declaration = (
+            str(_compat.schema_of(registered.op)) if self.tagged else f"{sig.namespace}::{sig.native_schema()}"
+        )
 
         def prepare() -> bool:  # a plain function: Dynamo runs it for real (see make_handle_call)
             return self._prepare_compiled_call()

@@ -103,7 +103,7 @@ def arguments_by_name(
     none (2.2): they are filled in.
     """
     positional = [p.name for p in schema_order if not p.keyword_only]
-    defaults = {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+    defaults = {a.name: a.default_value for a in _compat.schema_of(op).arguments if a.has_default_value()}
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         return {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}

@@ -150,7 +150,7 @@ class TaggedOp:
         ...                   "docs::scale_(Tensor(a0!) x, float alpha=2.) -> ()")
         True
         """
-        return str(self._definition.op._schema)
+        return str(_compat.schema_of(self._definition.op))
 
     @property
     def mutated_args(self) -> tuple[str, ...]:
@@ -196,7 +196,7 @@ class TaggedOp:
         if not (self.is_native and self.kind == "out"):
             return False
         try:
-            functional = _compat.lookup_op(self.opoverload._schema.name)
+            functional = _compat.lookup_op(_compat.schema_of(self.opoverload).name)
         except (AttributeError, RuntimeError):  # no functional op in the packet
             return False
         return _compat.to_out_variant(functional) is self.opoverload
@@ -279,7 +279,7 @@ class TaggedOp:
 
     def _autograd_refusal(self, named: object) -> RuntimeError:
         """2.13's refusal, naming the op as ``named`` prints (the handle, or the OpOverload for torch.library)."""
-        return autograd_refusal(named, self.kind, self.opoverload._schema)
+        return autograd_refusal(named, self.kind, _compat.schema_of(self.opoverload))
 
     if _compat.has_custom_op_method("register_torch_dispatch"):
 

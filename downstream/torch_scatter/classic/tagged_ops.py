@@ -1,7 +1,7 @@
 """The classic pattern in tagged_ops' place: what the port's import costs without tagged_ops.
 
 run.py puts this folder first on ``sys.path`` for one measurement: the ported
-torch_scatter imported with these two functions instead of tagged_ops', so the
+torch_scatter imported with these functions instead of tagged_ops', so the
 same declarations are made the way a library writes them by hand (bitsandbytes',
 vLLM's): ``Library.define`` of the untagged schema (the buffers written, nothing
 returned), a no-op ``register_fake``, and a Python wrapper that returns the
@@ -55,3 +55,8 @@ def declare_inplace(qualname: str, schema: str) -> TaggedOp:
 def declare_out(qualname: str, schema: str) -> TaggedOp:
     *_, keyword_only = schema.partition("*")
     return _declare(qualname, schema, re.findall(r"Tensor\(\w!\) (\w+)", keyword_only))
+
+
+def adopt_classic(op: Any) -> Any:
+    """The classic pattern has no compiler fixes to extend to a classic op: nothing to do."""
+    return op
