@@ -11,8 +11,13 @@ Public surface:
 * :func:`opcheck`: ``torch.library.opcheck`` in the handle's call form.
 * :func:`adopt_classic`: the compiler fixes for a classic mutable op kept beside tagged ones.
 
-Set ``TAGGED_OPS_FALLBACK=1`` before defining ops to force the fallback path
-(to test your old-torch path on a new torch).
+* :class:`RedefinitionError`: a name defined again with another schema where torch
+  cannot drop the old one (C++ kernels registered for it).
+
+Set ``TAGGED_OPS_FALLBACK=1`` (:data:`FALLBACK_ENV_VAR`) before defining ops to force
+the fallback path (to test your old-torch path on a new torch);
+``TAGGED_OPS_COMPILE_FUNCTIONAL=1`` (:data:`COMPILE_FUNCTIONAL_ENV_VAR`) compiles every
+op's calls through its functional twin.
 
 Attributes load on first use (PEP 562), so ``tagged_ops._switches`` and
 ``tagged_ops.testing.nox`` import without torch: a noxfile or pytest start-up
@@ -24,9 +29,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_attributes
-from ._switches import FALLBACK_ENV_VAR
+from ._switches import COMPILE_FUNCTIONAL_ENV_VAR, FALLBACK_ENV_VAR
 
 if TYPE_CHECKING:
+    from ._anchor import RedefinitionError
     from ._classic import adopt_classic
     from ._compat import NATIVE_TAGS
     from ._define import declare_inplace, declare_out, define_inplace, define_out
@@ -34,8 +40,10 @@ if TYPE_CHECKING:
     from ._opcheck import opcheck
 
 __all__ = [
+    "COMPILE_FUNCTIONAL_ENV_VAR",
     "FALLBACK_ENV_VAR",
     "NATIVE_TAGS",
+    "RedefinitionError",
     "TaggedOp",
     "adopt_classic",
     "declare_inplace",
@@ -50,6 +58,7 @@ __all__ = [
 _HOME = {
     "__version__": "._version",
     "NATIVE_TAGS": "._compat",
+    "RedefinitionError": "._anchor",
     "TaggedOp": "._handle",
     "adopt_classic": "._classic",
     "declare_inplace": "._define",

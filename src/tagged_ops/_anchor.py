@@ -26,7 +26,17 @@ __all__ = ["RedefinitionError", "anchor", "release_unless_same"]
 
 
 class RedefinitionError(RuntimeError):
-    """A name cannot be defined again with another schema in this process."""
+    """An op name cannot be defined again with another schema in this process.
+
+    Defining a name again replaces its definition, as ``custom_op`` does, except where
+    kernels were registered for it outside Python (C++ ``TORCH_LIBRARY_IMPL``,
+    ``TAGGED_OPS_IMPL``): the dispatcher entry they keep holds the previous schema. Keep
+    the schema, or restart the process. A subclass of ``RuntimeError``:
+
+    >>> import tagged_ops
+    >>> issubclass(tagged_ops.RedefinitionError, RuntimeError)
+    True
+    """
 
 
 _ANCHORS: dict[tuple[str, str], tuple[str, Library]] = {}

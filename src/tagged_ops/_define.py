@@ -9,7 +9,7 @@ handles of an earlier definition refuse calls until the name is defined again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, overload
 
 from . import _by_name, _compat
 from ._contract import Kind
@@ -22,7 +22,6 @@ from ._switches import fallback_forced
 
 __all__ = ["declare_inplace", "declare_out", "define_inplace", "define_out"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 Fn = Callable[..., Any]
 Mutates = str | Iterable[str] | None
 

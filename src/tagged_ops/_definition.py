@@ -202,7 +202,6 @@ class Definition:
 
 #: Definitions whose compiled names wait for the compiler's import.
 _WAITING: weakref.WeakSet[Definition] = weakref.WeakSet()
-_HOOKED: list[bool] = []
 
 
 def _define_names_when_compiler_loads(definition: Definition) -> None:
@@ -210,10 +209,14 @@ def _define_names_when_compiler_loads(definition: Definition) -> None:
         _define_names(definition)
         return
     _WAITING.add(definition)
-    if not _HOOKED:
-        _HOOKED.append(True)
-        for name in _compat.COMPILER_MODULES:
-            _fixes.when_imported(name, _define_waiting_names)
+    _wait_for_the_compiler()
+
+
+@functools.cache
+def _wait_for_the_compiler() -> None:
+    """Once per process: the waiting definitions get their names when a compiler module is imported."""
+    for name in _compat.COMPILER_MODULES:
+        _fixes.when_imported(name, _define_waiting_names)
 
 
 def _define_waiting_names(_module: object) -> None:

@@ -2,7 +2,7 @@
 
 Each module here names the bug, the releases it was measured on, and the canary
 test that fails once torch fixes it; deleting a fix is deleting its module and
-its line in :data:`FIXES` (and :data:`AT_DEFINITION`). A fix hooks into an op's
+its line in :data:`FIXES`. A fix hooks into an op's
 life through any of four functions of its module (a fix defines only those it needs):
 
 * ``at_definition(op)``: when the op is defined, for what must be in place before
@@ -91,27 +91,28 @@ if TYPE_CHECKING:
             """Put ``kernel`` at dispatch key ``key`` of the op users call (None: remove it)."""
 
 
-#: The fixes, in the order their hooks run (module names in this package).
-FIXES: tuple[str, ...] = (
-    "returned_alias",
-    "out_variant_pairing",
-    "reads_before_writes",
-    "clone_of_written_value",
-    "donated_buffers",
-    "compile_cache_key",
-    "fx_signature_cache",
-    "mutable_ops_on_2_2",
-    "mutated_views_v1",
-    "returned_written_input",
-    "written_arguments_sharing_memory",
-    "shared_output_tangents",
-    "reuse_of_mutated_alias",
-    "saved_export_loading",
-)
-#: The fixes that define ``at_definition``: imported with the first definition. The
-#: others are imported at the first trace (or the first destroy), so a process that
-#: never compiles never loads them (tests/test_free_at_import.py checks both lists).
-AT_DEFINITION: tuple[str, ...] = ("returned_alias", "out_variant_pairing", "saved_export_loading")
+#: The fixes, in the order their hooks run (module names in this package), and when each is
+#: imported: "definition" for those with ``at_definition`` (imported with the first definition),
+#: "trace" for the others (imported at the first trace, or the first destroy), so a process that
+#: never compiles never loads them (tests/test_free_at_import.py checks both).
+FIXES: dict[str, str] = {
+    "returned_alias": "definition",
+    "out_variant_pairing": "definition",
+    "reads_before_writes": "trace",
+    "clone_of_written_value": "trace",
+    "donated_buffers": "trace",
+    "compile_cache_key": "trace",
+    "fx_signature_cache": "trace",
+    "mutable_ops_on_2_2": "trace",
+    "mutated_views_v1": "trace",
+    "returned_written_input": "trace",
+    "written_arguments_sharing_memory": "trace",
+    "shared_output_tangents": "trace",
+    "reuse_of_mutated_alias": "trace",
+    "saved_export_loading": "definition",
+}
+#: The fixes with an ``at_definition`` hook, from :data:`FIXES`.
+AT_DEFINITION: tuple[str, ...] = tuple(fix for fix, when in FIXES.items() if when == "definition")
 
 
 def _hooks(fixes: Sequence[str], name: str) -> tuple[Callable[..., Any], ...]:
@@ -124,7 +125,7 @@ _AT_DEFINITION = _hooks([fix for fix in FIXES if fix in AT_DEFINITION], "at_defi
 
 @functools.cache
 def _all_hooks(name: str) -> tuple[Callable[..., Any], ...]:
-    return _hooks(FIXES, name)
+    return _hooks(list(FIXES), name)
 
 
 def at_definition(op: Op) -> None:

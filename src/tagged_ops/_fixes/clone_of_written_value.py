@@ -1,4 +1,4 @@
-"""Inductor removed a clone of a value that an op then wrote in place (2.3-2.15).
+"""Keeps a clone of a value that an op then writes in place, which Inductor would drop (2.3-2.15).
 
 Inductor's ``remove_noop_ops`` drops a ``clone`` (and a ``copy`` into a fresh tensor)
 whose result has the metadata of its source: in the functional graph that is a

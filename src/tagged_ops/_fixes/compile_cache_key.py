@@ -1,4 +1,4 @@
-"""Inductor's on-disk caches key a graph by its text: not by an op's schema, nor by tagged_ops' fixes (2.13-2.15).
+"""Marks Inductor's on-disk cache keys with tagged_ops' fixes and an op's schema, unseen in graph text (2.13-2.15).
 
 The same op name compiled once tagged and once untagged (the fallback forced on a
 torch with native tags, in one cache directory) made the second program load the

@@ -1,4 +1,4 @@
-"""AOTAutograd lets the backward reuse a saved tensor that Inductor writes into a graph input (2.6-2.15).
+"""Keeps the backward from reusing a saved tensor that Inductor writes into a graph input (2.6-2.15).
 
 AOTAutograd marks tensors saved for the backward as donated (the backward may reuse
 their memory) when, in the functional graph, they alias no input or output. What a

@@ -1,4 +1,4 @@
-"""torch.fx caches a Python signature per op name and never drops it (every release).
+"""Drops torch.fx's cached Python signature of an op name when the name is defined again (every release).
 
 ``normalize_function`` (Inductor, opcheck's schema test) caches one signature per op
 name and overload in ``torch.fx.operator_schemas._SCHEMA_TO_SIGNATURE_CACHE``, never

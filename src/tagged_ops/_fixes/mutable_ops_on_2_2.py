@@ -1,4 +1,4 @@
-"""Inductor cannot compile a mutating custom op on torch 2.2 (fixed in 2.3).
+"""Compiles a handle's calls through the functional twin where Inductor lowers no mutating custom op (2.2).
 
 AOTAutograd turns every mutating op into ``auto_functionalized`` (2.2+), but only
 2.3's Inductor lowers it; 2.2 fails with "auto_functionalized is not an OpOverload".

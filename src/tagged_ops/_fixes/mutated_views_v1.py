@@ -1,4 +1,4 @@
-"""Inductor read a mutated view of an intermediate out of bounds under ``auto_functionalized`` v1 (2.3-2.5).
+"""Makes Inductor read a written view of an intermediate from the intermediate, under v1 (2.3-2.5).
 
 With ``auto_functionalized`` v1 (2.3-2.5; later with ``enable_auto_functionalized_v2 =
 False``) Inductor copies an argument the op writes with ``clone_preserve_strides``:

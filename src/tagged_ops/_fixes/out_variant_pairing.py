@@ -1,4 +1,4 @@
-"""Inductor lowers a functional op's compiled calls to a tagged ``.out`` beside it, wrongly (2.13-2.15).
+"""Keeps tagged_ops' ``.out`` ops out of Inductor's out-variant pairing unless asked (2.13-2.15).
 
 2.13's Inductor lowers a compiled call of a functional custom op ``ns::op`` to an
 overload in the same packet tagged ``torch.Tag.out`` whose other arguments match

@@ -1,4 +1,4 @@
-"""Inductor computed a read of a buffer after a mutating custom op wrote it (2.4-2.15, no release fixed).
+"""Makes Inductor compute a pending read of a buffer before a mutating custom op writes it (2.4-2.15).
 
 Inductor computes a pending read of a buffer (``t = b * 2``, not yet stored) only
 when it registers the buffer's mutation, which comes after the kernel of a mutating

@@ -1,4 +1,4 @@
-"""A write through what a tagged op returned was lost under functionalization (2.13-2.15, no release fixed).
+"""Keeps a write through what a tagged op returned under functionalization (2.13-2.15).
 
 Functionalization (torch.compile's AOTAutograd, ``run_decompositions()`` of an
 export) records a tagged op as ``auto_functionalized_v2`` and hands back what the

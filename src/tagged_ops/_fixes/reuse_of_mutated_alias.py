@@ -1,4 +1,4 @@
-"""Inductor reused a mutated argument's alias, which owns no memory, as a new buffer (2.3).
+"""Keeps Inductor from reusing a written view's alias, which owns no memory, as a new buffer (2.3).
 
 A direct ``torch.ops`` call of a mutating op on a view with a storage offset
 (``op_(x[1:], ...)``) becomes, in Inductor's IR, a ``MutationOutput``: an alias of the

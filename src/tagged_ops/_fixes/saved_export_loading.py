@@ -1,4 +1,4 @@
-"""A saved export that holds a mutable op did not load in a fresh process (2.6).
+"""Lets a saved export that holds a mutable op load in a fresh process (2.6).
 
 ``torch.export.load`` turns each node's target name back into an operator; 2.6.0's
 deserializer knows ``torch.ops.higher_order.auto_functionalized`` only once the module
