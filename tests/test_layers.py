@@ -32,9 +32,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_fixes",),  # torch's bugs, one module each
     ("_anchor", "_codegen", "_registration"),  # one op on the dispatcher
     ("_functional", "_transforms", "_autograd", "_tracing"),  # what a definition is made of
-    ("_definition",),  # one definition
+    ("_definition", "_names", "_by_name"),  # one definition; one name's life, and what torch.library finds by it
     ("_native", "_fallback"),  # the two paths
-    ("_by_name", "_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
+    ("_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
     ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing"),  # tools on top
 )
 MAX_LINES = 500

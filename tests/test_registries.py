@@ -18,16 +18,17 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops import _anchor, _by_name, _codegen, _compat, _define, _definition, _handle
+from tagged_ops import _anchor, _codegen, _compat, _definition, _names
 from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops._fixes import _after_import, out_variant_pairing, reads_before_writes
 
 
 def _sizes() -> dict[str, int]:
     return {
-        "_define._CURRENT": len(_define._CURRENT),
-        "_handle._HANDLES": sum(len(handles) for handles in _handle._HANDLES.values()),
-        "_by_name._ENTRIES": len(_by_name._ENTRIES),
+        "_names._NAMES": len(_names._NAMES),
+        "names with a definition": sum(name.definition is not None for name in _names._NAMES.values()),
+        "live handles": sum(len(name.handles) for name in _names._NAMES.values()),
+        "OPDEFS entries kept": sum(name.entry is not None for name in _names._NAMES.values()),
         "torch OPDEFS": len(_compat.OPDEFS or {}),
         "_anchor._ANCHORS": len(_anchor._ANCHORS),
         "out_variant_pairing._PAIR": len(out_variant_pairing._PAIR),

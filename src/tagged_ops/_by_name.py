@@ -43,9 +43,6 @@ class Handle(Protocol):
     def register_autocast(self, device_type: str, cast_inputs: Any, /) -> None: ...
 
 
-# Strong references: OPDEFS holds its values weakly.
-_ENTRIES: dict[str, Any] = {}
-
 if _compat.OPDEFS is not None:
 
     class _HandleEntry(_compat.CustomOpDef):  # type: ignore[misc,name-defined]
@@ -107,18 +104,21 @@ if _compat.OPDEFS is not None:
             )
 
 
-def publish(handle: Handle) -> None:
-    """Make ``torch.library``'s functions, given ``handle``'s qualified name, call ``handle``."""
+def publish(handle: Handle) -> Any:
+    """Make ``torch.library``'s functions, given ``handle``'s qualified name, call ``handle``.
+
+    Returns the entry (None where torch has no ``OPDEFS``): ``OPDEFS`` holds it weakly, so
+    the name's record (``_names.OpName``) keeps it.
+    """
     if _compat.OPDEFS is None:
-        return
+        return None
     entry = _HandleEntry(handle)
-    _ENTRIES[handle.qualname] = entry
     _compat.OPDEFS[handle.qualname] = entry
+    return entry
 
 
-def withdraw(qualname: str) -> None:
-    """Forget ``qualname``'s entry (its definition is gone)."""
-    entry = _ENTRIES.pop(qualname, None)
+def withdraw(qualname: str, entry: Any) -> None:
+    """Take ``entry`` out of ``OPDEFS`` (its definition is going), unless another took its place."""
     if entry is not None and _compat.OPDEFS is not None and _compat.OPDEFS.get(qualname) is entry:
         del _compat.OPDEFS[qualname]
 

@@ -2,7 +2,8 @@
 
 Each defines (or defines again) an op in small named steps: the signature and 2.13's
 definition checks (``_signature``), the path (``_native`` where torch has the tags,
-else ``_fallback``), the user's kernels, then the handle (``_handle.follow``). A step
+else ``_fallback``) and the user's kernels, built in place of the name's current
+definition (``_names.OpName.define``), then a handle that follows the name. A step
 that fails removes what the earlier ones registered, so the name is free again, and
 handles of an earlier definition refuse calls until the name is defined again.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, overload
 
-from . import _by_name, _compat
+from . import _compat, _names
 from ._contract import Kind
-from ._definition import Definition
+from ._definition import Definition, Devices
 from ._fallback import FallbackDefinition
-from ._handle import Devices, TaggedOp, _device_list, follow
+from ._handle import TaggedOp
 from ._native import NativeDefinition
 from ._signature import define_signature
 from ._switches import fallback_forced
@@ -44,9 +45,6 @@ if TYPE_CHECKING:
 
     Decorator = Callable[[Fn], "TaggedOp"]
 
-#: qualified name -> its current definition (replaced by a redefinition, which destroys the old one)
-_CURRENT: dict[str, Definition] = {}
-
 
 def _define(
     kind: Kind,
@@ -64,29 +62,24 @@ def _define(
     """Define the op from ``fn`` (its kernel on ``device_types``), or declare it from ``schema`` alone."""
     sig = define_signature(fn, name, kind, mutates_args, schema)
     native = _compat.NATIVE_TAGS and not fallback and not fallback_forced()
-    previous = _CURRENT.pop(name, None)
-    if previous is not None:
-        _by_name.withdraw(name)
-        previous.destroy()
     options = {"pair": pair, "classic_kernels": classic_kernels, "compile_functional": compile_functional}
-    try:
+
+    def build() -> Definition:
         if native:
             definition: Definition = NativeDefinition(sig, **options)
         else:
             definition = FallbackDefinition(sig, forced=_compat.NATIVE_TAGS, **options)
-        try:
-            if fn is not None:
-                for device_type in _device_list(device_types):
-                    definition.kernels.set_kernel(_compat.dispatch_key_for(name, device_type), fn, classic=False)
-        except Exception:
-            definition.destroy()  # leave the name free for the next attempt
-            raise
-    except Exception as e:
-        follow(name, e, fn)
-        raise
-    _CURRENT[name] = definition
-    handle = follow(name, definition, fn)
-    assert handle is not None
+        if fn is not None:
+            try:
+                definition.register_kernel(device_types, fn, classic=False)
+            except Exception:
+                definition.destroy()  # leave the name free for the next attempt
+                raise
+        return definition
+
+    life = _names.named(name)
+    handle = TaggedOp(life.define(build), fn)
+    life.follow(handle)
     return handle
 
 

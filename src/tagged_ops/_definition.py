@@ -22,11 +22,14 @@ import contextlib
 import functools
 import sys
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from torch.library import Library
 
 from . import _compat, _fixes
 from ._autograd import make_autograd_call
 from ._codegen import make_binder, make_handle_call, set_compiled_call
+from ._compat_functorch import register_vmap
 from ._contract import out_under_autograd
 from ._functional import FunctionalTwin
 from ._registration import Kernels, RegisteredOp
@@ -34,7 +37,19 @@ from ._signature import OpSignature, Param
 from ._tracing import make_compiled_call
 from ._transforms import TRANSFORM_KEY, make_transform_kernel
 
-__all__ = ["Definition"]
+__all__ = ["VMAP_KEY", "Definition", "Devices", "device_list"]
+
+#: ``device_types=`` as users pass it: one device type, several, or None (every device).
+Devices = str | Sequence[str] | None
+#: The dispatch key of ``torch.vmap``'s rule.
+VMAP_KEY = "FuncTorchBatched"
+
+
+def device_list(device_types: Devices) -> list[str | None]:
+    """``device_types`` as a list (``[None]``: every device)."""
+    if device_types is None or isinstance(device_types, str):
+        return [device_types]
+    return list(device_types)
 
 
 class Definition:
@@ -87,6 +102,29 @@ class Definition:
             returns=returns,
             on_trace=self.prepare,
         )
+
+    def register_kernel(self, device_types: Devices, fn: Callable[..., Any], *, classic: bool) -> None:
+        """``fn`` as the kernel on ``device_types`` (None: every device) of every op of this definition."""
+        for device_type in device_list(device_types):
+            key = _compat.dispatch_key_for(self.sig.qualname, device_type)
+            self.kernels.set_kernel(key, fn, classic=classic)
+
+    def register_untagged(self, opname: str) -> RegisteredOp:
+        """``<ns>::<opname>`` with this op's untagged schema (mutates, returns nothing, out buffers
+        positional), running its kernels: the fallback path's op, and the native path's twin that
+        compiled code records."""
+        sig = self.sig
+        # 2.2 cannot functionalize a call that relies on a schema default (see
+        # _compat.schema_defaults_survive_functionalization); the handle passes every argument.
+        defaults = not any(p.has_default for p in sig.params) or _compat.schema_defaults_survive_functionalization()
+        registered = self._register_op(opname, sig.fallback_schema(defaults=defaults), sig.fallback_params(), (), False)
+        if sig.kind == "inplace":
+            try:
+                _register_vmap_loop(registered)
+            except Exception:
+                registered.destroy()
+                raise
+        return registered
 
     def _register_transform_kernel(self, registered: RegisteredOp) -> None:
         """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms``)."""
@@ -198,6 +236,26 @@ class Definition:
         registered = getattr(self, "registered", None)
         if registered is not None:
             registered.destroy()
+
+
+def _register_vmap_loop(registered: RegisteredOp) -> None:
+    """``torch.vmap`` of an untagged in-place op: run it per batch entry on views, as torch's batched
+    fallback does for an op tagged in-place (it refuses ops that return nothing)."""
+    op, qualname = registered.op, registered.qualname
+
+    def rule(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[None, None]:
+        if in_dims[0] is None:
+            raise RuntimeError(
+                f"{qualname}: vmap: an in-place op cannot write a batched value into its unbatched "
+                "first argument; vmap over that argument too."
+            )
+        for i in range(info.batch_size):
+            op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
+        return None, None
+
+    fragment = Library(registered.sig.namespace, "FRAGMENT")
+    register_vmap(qualname, rule, lib=fragment)  # no handle has the name yet: this reaches the dispatcher
+    registered.keep_fragment(VMAP_KEY, fragment)
 
 
 #: Definitions whose compiled names wait for the compiler's import.

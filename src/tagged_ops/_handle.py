@@ -1,9 +1,9 @@
-"""The public handle, ``TaggedOp``, and the registry of live handles by name.
+"""The public handle, ``TaggedOp``.
 
 One handle type on every release and path. Handles follow their qualified name:
 defining the same name again (a module reload) re-points every handle made
-earlier at the newest definition (:func:`follow`), so an old handle never calls a
-destroyed op. ``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured
+earlier at the newest definition (``_names.OpName.define``), so an old handle never
+calls a destroyed op. ``torch.ops.<ns>.<name>.default`` objects and compiled graphs captured
 earlier call the newest definition too while the schema stays the same (a module
 reload; see ``_anchor``); a redefinition with another schema leaves them holding the
 destroyed op. That holds for one thread: redefining a name while other threads call
@@ -16,23 +16,17 @@ from __future__ import annotations
 import importlib
 import pickle
 import warnings
-import weakref
 from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
-from . import _by_name, _compat
+from . import _by_name, _compat, _names
 from ._contract import Kind, autograd_refusal, fake_registration_warning
-from ._definition import Definition
-from ._fallback import VMAP_KEY
+from ._definition import VMAP_KEY, Definition, Devices
 
-__all__ = ["Devices", "TaggedOp", "follow", "is_native"]
+__all__ = ["Devices", "TaggedOp", "is_native"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Devices = str | Sequence[str] | None
-
-#: qualified name -> the live handles that follow it (weakly held; an entry per name ever defined)
-_HANDLES: dict[str, weakref.WeakSet[TaggedOp]] = {}
 
 
 class TaggedOp:
@@ -227,9 +221,7 @@ class TaggedOp:
         as_classic = definition.classic_kernels if classic is None else classic
 
         def inner(f: F) -> F:
-            for device_type in _device_list(device_types):
-                key = _compat.dispatch_key_for(self.qualname, device_type)
-                definition.kernels.set_kernel(key, f, classic=as_classic)
+            definition.register_kernel(device_types, f, classic=as_classic)
             return f
 
         return inner if fn is None else inner(fn)
@@ -375,42 +367,18 @@ class TaggedOp:
 
 def _handle_named(qualname: str, module: str) -> TaggedOp:
     """The live handle of ``qualname``, importing ``module`` (where it was defined) if this process has none."""
-    if not _HANDLES.get(qualname):
+    name = _names.named(qualname)
+    if name.live_handle() is None:
         importlib.import_module(module)
-    for handle in _HANDLES.get(qualname, ()):
-        return handle
+    handle = name.live_handle()
+    if handle is not None:
+        return handle  # type: ignore[no-any-return]
     raise pickle.UnpicklingError(
         f"{qualname}: no op of that name is defined in this process, and importing {module!r} did not "
         "define it; define the op before unpickling a handle to it."
     )
 
 
-def _device_list(device_types: Devices) -> list[str | None]:
-    if device_types is None or isinstance(device_types, str):
-        return [device_types]
-    return list(device_types)
-
-
 def is_native(op: Any) -> bool:
     """Whether ``op`` (a handle from this package) was registered with native tags."""
     return isinstance(op, TaggedOp) and op.is_native
-
-
-def follow(qualname: str, definition: Definition | Exception, fn: Callable[..., Any] | None) -> TaggedOp | None:
-    """Point every live handle of ``qualname`` at its new ``definition``, and return a new handle to it.
-
-    Given the exception a failed redefinition raised instead, the handles raise it
-    (naming it) until the name is defined again: they must never reach a destroyed op
-    (2.13 can crash).
-    """
-    handles = _HANDLES.setdefault(qualname, weakref.WeakSet())
-    if isinstance(definition, Exception):
-        for old in handles:
-            old._point_at_nothing(definition)
-        return None
-    for old in handles:
-        old._point_at(definition)
-    handle = TaggedOp(definition, fn)
-    handles.add(handle)
-    _by_name.publish(handle)
-    return handle

@@ -8,7 +8,7 @@ use that op.
 
 Compiled code records an untagged twin instead, ``torch.ops.<ns>.<name>__untagged``
 (``<name>__untagged.<overload>`` for an overload name): the fallback path's op under
-another name, running the same kernels. Inductor (2.13-2.15) lowers the tagged op
+another name (:meth:`Definition.register_untagged`), running the same kernels. Inductor (2.13-2.15) lowers the tagged op
 through a copy (an in-place op on a graph input copies the whole buffer back onto
 itself; an out= op into a graph-input buffer writes a fresh buffer and copies it
 over) and writes the untagged op's buffers in place: for a KV cache updated every
@@ -22,7 +22,6 @@ from typing import Any
 
 from ._contract import tag_for
 from ._definition import Definition
-from ._fallback import register_untagged
 from ._registration import RegisteredOp
 from ._signature import helper_name
 
@@ -46,7 +45,7 @@ class NativeDefinition(Definition):
 
     def _untagged_registered(self) -> RegisteredOp:
         if self._twin is None:
-            twin = register_untagged(self, helper_name(self.sig.name, UNTAGGED_SUFFIX))
+            twin = self.register_untagged(helper_name(self.sig.name, UNTAGGED_SUFFIX))
             try:
                 self._register_transform_kernel(twin)  # compiled code under torch.func calls it
             except Exception:
