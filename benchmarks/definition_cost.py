@@ -22,7 +22,9 @@ and an out= call, with tagged_ops ops and with raw ``custom_op`` ops, each in a
 fresh process (the compiler's own import included in both).
 
 The methods take turns, round after round. Prints medians over ``--repeat``
-processes and the ratios tagged_ops / custom_op and tagged_ops / Library.define;
+processes and the ratios tagged_ops / custom_op and tagged_ops / Library.define, and,
+counted in one more process per method, what a definition registers: ``Library``
+objects, kernels registered through them, schema strings parsed in Python;
 ``--json FILE`` writes them for compat_matrix.md.
 
     python benchmarks/definition_cost.py [--sizes 1 30 300] [--repeat 5] [--json out.json]
@@ -77,6 +79,36 @@ elapsed = time.perf_counter() - t0
 loaded = [m for m in COMPILER_MODULES if m in sys.modules and m not in before]
 added = len(set(sys.modules) - before)
 print(json.dumps({"ms": 1e3 * elapsed, "gc_ms": collected["ms"], "mb": rss_mb() - rss0, "modules": added, "compiler_modules": loaded}))
+"""
+
+
+_COUNT_CHILD = r"""
+import json, sys
+import torch
+
+# What N definitions register, counted (a process of its own: the wrappers cost time):
+# Library objects made, kernels registered through them, schema strings parsed in Python.
+counts = {"libraries": 0, "kernels": 0, "schema_parses": 0}
+Library = torch.library.Library
+init, impl, parse = Library.__init__, Library.impl, torch._C.parse_schema
+
+def counting_init(self, *args, **kwargs):
+    counts["libraries"] += 1
+    return init(self, *args, **kwargs)
+
+def counting_impl(self, *args, **kwargs):
+    counts["kernels"] += 1
+    return impl(self, *args, **kwargs)
+
+def counting_parse(*args, **kwargs):
+    counts["schema_parses"] += 1
+    return parse(*args, **kwargs)
+
+Library.__init__, Library.impl, torch._C.parse_schema = counting_init, counting_impl, counting_parse
+module, folder, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.path.insert(0, folder)
+__import__(module)
+print(json.dumps({k: round(v / n, 2) for k, v in counts.items()}))
 """
 
 
@@ -263,6 +295,8 @@ def measure(sizes: list[int], repeat: int, compile_repeat: int) -> dict[str, Any
                     "modules": statistics.median_low(r["modules"] for r in runs),  # the library's module included
                     "compiler_modules": sorted({m for r in runs for m in r["compiler_modules"]}),
                 }
+            for method in methods:  # per definition: Library objects, kernels registered, schemas parsed
+                row[method]["per_definition"] = _run(env, _COUNT_CHILD, _module(method, n), folder, str(n))
             for method in methods[1:]:
                 row[f"ratio_ms_{method}"] = round(row["tagged_ops"]["ms"] / row[method]["ms"], 2)
             result["definitions"][str(n)] = row
@@ -298,6 +332,12 @@ def main() -> None:
                     f"  N={n:>4} {method:17s} {value['ms']:9.1f} ms (garbage collection {value['gc_ms']:5.1f}) "
                     f"{value['mb']:7.1f} MB {value['modules']:4d} modules, of torch's compiler: {loaded}"
                 )
+                if "per_definition" in value:
+                    c = value["per_definition"]
+                    print(
+                        f"  {'':6} {'':17s} per definition: {c['libraries']} Library objects, "
+                        f"{c['kernels']} kernels registered, {c['schema_parses']} schemas parsed in Python"
+                    )
         ratios = ", ".join(f"/ {k.removeprefix('ratio_ms_')} {v:.2f}" for k, v in row.items() if k.startswith("ratio"))
         print(f"  N={n:>4} time ratio tagged_ops {ratios}")
     if result["compile"]:

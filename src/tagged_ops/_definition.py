@@ -190,6 +190,9 @@ class Definition:
     def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
         self.registered.put_kernel(key, kernel)
 
+    def put_lasting_kernel(self, key: str, kernel: Callable[..., Any]) -> None:
+        self.registered.put_lasting_kernel(key, kernel)
+
     # -- the first trace -------------------------------------------------------------
 
     def define_compiled_names(self) -> None:

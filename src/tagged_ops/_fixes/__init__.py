@@ -90,6 +90,9 @@ if TYPE_CHECKING:
         def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
             """Put ``kernel`` at dispatch key ``key`` of the op users call (None: remove it)."""
 
+        def put_lasting_kernel(self, key: str, kernel: Callable[..., Any]) -> None:
+            """Put ``kernel`` at ``key`` of the op users call for the op's whole life (no Library of its own)."""
+
 
 #: The fixes, in the order their hooks run (module names in this package), and when each is
 #: imported: "definition" for those with ``at_definition`` (imported with the first definition),

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def at_definition(op: Op) -> None:
     if op.tagged:
-        op.put_kernel("Functionalize", _functionalize_kernel(op))
+        op.put_lasting_kernel("Functionalize", _functionalize_kernel(op))
 
 
 @functools.cache
