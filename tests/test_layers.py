@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),  # what torch offers: probes and backports
     ("_contract", "_signature"),  # the contract both paths keep
     ("_fixes",),  # torch's bugs, one module each
-    ("_anchor", "_codegen", "_registration"),  # one op on the dispatcher
+    ("_anchor", "_codegen", "_calls", "_registration"),  # one op on the dispatcher
     ("_functional", "_transforms", "_autograd", "_tracing"),  # what a definition is made of
     ("_definition", "_names", "_by_name"),  # one definition; one name's life, and what torch.library finds by it
     ("_native", "_fallback"),  # the two paths

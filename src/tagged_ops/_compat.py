@@ -324,8 +324,8 @@ def refresh_packet(namespace: str, packet: str) -> None:
 # -- torch._C._increment_version (one Tensor before 2.5, a list of them after) -------
 # Breakpoint: pytorch/pytorch#132652 (increment_version takes a list).
 
-#: ``torch._C._increment_version`` of one Tensor (every release).
-increment_version_one: Callable[[torch.Tensor], None] = torch._C._increment_version
+#: ``torch._C._increment_version`` as torch has it: one Tensor before 2.5, a list of them after.
+torch_increment_version: Callable[[torch.Tensor], None] = torch._C._increment_version
 
 
 @functools.cache

@@ -8,14 +8,17 @@ generated call glue and the kernels under torch.func raise these.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import torch
 
 from . import _compat
 
 __all__ = [
+    "ABSENT",
+    "Absent",
     "Kind",
+    "argument_error",
     "autograd_refusal",
     "check_mutates_args",
     "direct_call_under_autograd",
@@ -162,4 +165,59 @@ def tangent_refusal(qualname: str, packet: str, kind: Kind) -> str:
         f"{qualname}: an in-place op (torch.Tag.inplace) has no forward-mode formula, but one of its "
         "arguments has a tangent (torch.func.jvp, jacfwd): the tangent of the mutated tensor would be "
         "wrong. Call it on tensors without tangents, outside the transform."
+    )
+
+
+# -- a call that does not fit the schema: the dispatcher's sentences -------------------------
+
+
+class Absent:
+    """The default of every parameter of a handle's call: the caller did not pass it."""
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+#: A parameter the caller did not pass (the generated handle call's default for every parameter).
+ABSENT = Absent()
+
+
+def argument_error(
+    name: str,
+    params: Sequence[Any],
+    declaration: str,
+    surplus: tuple[Any, ...],
+    unknown: dict[str, Any],
+    values: tuple[Any, ...],
+) -> RuntimeError:
+    """The dispatcher's error for a call that does not fit the schema (``createStackForSchema``).
+
+    ``name``: ``namespace::name`` without the overload, as the dispatcher names the schema;
+    ``params``: the op's parameters (``_signature.Param``); ``values``: their values
+    (positional ones, then keyword-only ones), :data:`ABSENT` where the caller passed nothing.
+
+    The same checks in the same order, with the same sentences, as a native op
+    called with these arguments: too many, a keyword-only one passed by position,
+    a missing one, an unknown keyword. (Python itself still raises TypeError for
+    an argument given both by position and by keyword, before any of this.)
+    """
+    order = [p.name for p in params if not p.keyword_only] + [p.name for p in params if p.keyword_only]
+    given = dict(zip(order, values, strict=True))
+    received = sum(v is not ABSENT for v in given.values()) + len(surplus) + len(unknown)
+    if received > len(params):
+        return RuntimeError(
+            f"{name}() expected at most {len(params)} argument(s) but received {received} argument(s). "
+            f"Declaration: {declaration}"
+        )
+    if surplus:
+        positional = sum(not p.keyword_only for p in params)
+        return RuntimeError(
+            f"{name}() takes {positional} positional argument(s) but {positional + len(surplus)} "
+            f"was/were given.  Declaration: {declaration}"
+        )
+    for p in params:
+        if given[p.name] is ABSENT and not p.has_default:
+            return RuntimeError(f"{name}() is missing value for argument '{p.name}'. Declaration: {declaration}")
+    return RuntimeError(
+        f"Unknown keyword argument '{next(iter(unknown))}' for operator '{name}'. Schema: {declaration}"
     )

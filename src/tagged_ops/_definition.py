@@ -28,7 +28,7 @@ from torch.library import Library
 
 from . import _compat, _fixes
 from ._autograd import make_autograd_call
-from ._codegen import make_binder, make_handle_call, set_compiled_call
+from ._calls import make_binder, make_handle_call, set_compiled_call
 from ._compat_functorch import register_vmap
 from ._contract import out_under_autograd
 from ._functional import FunctionalTwin

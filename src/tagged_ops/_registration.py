@@ -4,7 +4,7 @@ An op is registered through ``torch.library.Library.define`` plus Python kernels
 rather than ``torch.library.custom_op``: custom_op spends most of its per-call cost
 in Python layers around the dispatcher (a Python autograd kernel, a version-bump
 kernel, a backend kernel), and our users call ops in hot loops. Here a call makes
-one trip into Python, the backend kernel (``_codegen.make_kernel_adapter``), which
+one trip into Python, the backend kernel (``_calls.make_kernel_adapter``), which
 calls the user's function in its own argument form, enforces 2.13's identity rule,
 refuses a call under autograd where 2.13 does, and bumps the written tensors'
 version counters. The Autograd key is a fallthrough (kept across a redefinition with
@@ -27,7 +27,7 @@ from torch.library import Library
 
 from . import _compat
 from ._anchor import anchor, release_unless_same
-from ._codegen import make_kernel_adapter
+from ._calls import make_kernel_adapter
 from ._contract import direct_call_under_autograd, identity_error, out_under_autograd
 from ._signature import OpSignature, Param
 
