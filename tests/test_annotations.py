@@ -5,14 +5,15 @@ from __future__ import annotations
 import torch
 
 import tagged_ops
+import tagged_ops._compat_compiler
 
 from . import _postponed_ops
 
 
 def test_postponed_annotations_define_and_run(path: str, ns: str) -> None:
     scale_, gather_out = _postponed_ops.define(ns)
-    # 2.2's fallback schema leaves defaults out (caps.schema_defaults_survive_functionalization()); the handle keeps them.
-    defaults = scale_.is_native or tagged_ops._compat.schema_defaults_survive_functionalization()
+    # 2.2's fallback schema leaves defaults out (_compat_compiler.schema_defaults_survive_functionalization()); the handle keeps them.
+    defaults = scale_.is_native or tagged_ops._compat_compiler.schema_defaults_survive_functionalization()
     d = (lambda text: text) if defaults else (lambda text: text.split("=")[0])
     assert d("float[]? factors=None") in scale_.schema and d("SymInt repeat=1") in scale_.schema
     assert d("Tensor? bias=None") in scale_.schema

@@ -11,6 +11,7 @@ import torch
 
 import tagged_ops
 from tagged_ops import _compat as caps
+from tagged_ops import _compat_compiler
 from tagged_ops._switches import FALLBACK_ENV_VAR, fallback_forced
 
 
@@ -104,7 +105,7 @@ def test_increment_version_bumps_every_tensor() -> None:
 
 
 def _plus_one_if_exporting(x: torch.Tensor) -> torch.Tensor:
-    return x + 1 if caps.is_exporting() else x - 1
+    return x + 1 if _compat_compiler.is_exporting() else x - 1
 
 
 def test_is_exporting_is_false_under_torch_compile() -> None:

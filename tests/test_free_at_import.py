@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import tagged_ops
+import tagged_ops._compat_compiler
 from tagged_ops import _fixes
 
 from ._subprocess import env_for_path
@@ -34,7 +35,7 @@ COMPILER = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "t
 #: torch`` does not load it: the table of annotation types schema inference reads (as
 #: ``custom_op`` does; tagged_ops._compat_infer_schema), and the probe of 2.2's
 #: functionalization bug for an op with a defaulted parameter
-#: (tagged_ops._compat.schema_defaults_survive_functionalization).
+#: (tagged_ops._compat_compiler.schema_defaults_survive_functionalization).
 FALLBACK_EXTRA = {"torch._library.infer_schema", "torch._custom_op.impl", "torch._higher_order_ops.auto_functionalize"}
 
 _CLASSIC = r"""

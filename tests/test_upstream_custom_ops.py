@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 import tagged_ops
-from tagged_ops import _compat as caps
+from tagged_ops import _compat_compiler
 from tagged_ops._switches import fallback_forced
 
 from ._upstream import FAKE_RETURN_IGNORED, LEAF_REFUSED
@@ -56,9 +56,11 @@ INFERRED_OUT = "(Tensor x, float scale=1.0, *, Tensor(a2!) out, Tensor? bias=Non
 
 def _arguments(op_or_schema: object) -> dict[str, tuple[str, object, bool]]:
     schema = op_or_schema if isinstance(op_or_schema, torch._C.FunctionSchema) else op_or_schema._schema  # type: ignore[attr-defined]
-    # 2.2's fallback schema leaves defaults out on purpose (caps.schema_defaults_survive_functionalization();
+    # 2.2's fallback schema leaves defaults out on purpose (_compat_compiler.schema_defaults_survive_functionalization();
     # the handle passes every argument): compare defaults only where schemas carry them
-    defaults = caps.schema_defaults_survive_functionalization() or tagged_ops.NATIVE_TAGS and not fallback_forced()
+    defaults = (
+        _compat_compiler.schema_defaults_survive_functionalization() or tagged_ops.NATIVE_TAGS and not fallback_forced()
+    )
     return {
         a.name: (str(a.type), a.default_value if defaults else None, a.alias_info is not None and a.alias_info.is_write)
         for a in schema.arguments

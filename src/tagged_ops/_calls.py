@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _compat
+from . import _compat, _compat_compiler
 from ._codegen import (
     call_args,
     generate,
@@ -70,13 +70,13 @@ def make_handle_call(
     exprs, ns = user_defaults(sig)
     ns.update(
         _tagged_ops_raw=getattr(op, "_op", op),
-        _tagged_ops_compiling=_compat.is_dynamo_compiling,
+        _tagged_ops_compiling=_compat_compiler.is_dynamo_compiling,
         _tagged_ops_grad_enabled=torch.is_grad_enabled,
         _tagged_ops_any_requires_grad=_compat.any_requires_grad,
         _tagged_ops_Tensor=torch.Tensor,
         _tagged_ops_isinstance=isinstance,
         _tagged_ops_autograd_call=autograd_call,
-        _tagged_ops_prepare=_compat.assume_constant_result(prepare),
+        _tagged_ops_prepare=_compat_compiler.assume_constant_result(prepare),
         _tagged_ops_grad_error=grad_error,
         _tagged_ops_absent=ABSENT,
         _tagged_ops_Absent=Absent,

@@ -1,9 +1,10 @@
-"""What torch's compiler does: the probes the fixes ask, and the private objects they read.
+"""What torch's compiler offers and does: ``torch.compiler``'s functions, and the probes the fixes ask.
 
-The fixes (``_fixes/``) patch torch's compiler where it is wrong; whether it is wrong
-on the installed torch is asked here, of the compiler's own code (the names a function
-reads, whether a lowering exists), never of a version string, as ``_compat`` does for
-what torch offers. Each probe names the fix that asks it and the releases that answer
+The first sections are ``torch.compiler``'s functions the eager call and the compiled
+call use, with backports where a release lacks them, laid out as ``_compat`` lays out
+its sections. The fixes (``_fixes/``) patch torch's compiler where it is wrong; whether
+it is wrong on the installed torch is asked in the later sections, of the compiler's own
+code (the names a function reads, whether a lowering exists), never of a version string. Each probe names the fix that asks it and the releases that answer
 each way; a fix is deleted with its module, its test module and its line in
 ``_fixes.FIXES``, and its probe here once nothing asks it. Nothing here imports torch's
 compiler at import: each probe imports what it reads when first asked.
@@ -16,6 +17,106 @@ import importlib
 from typing import Any, Callable
 
 import torch
+
+from . import _compat
+
+# -- torch.compiler.is_dynamo_compiling (2.3; torch._utils.is_compiling on 2.2) --------
+# Breakpoint: torch 2.3 (upstream PR not identified).
+
+#: True only while Dynamo traces (it constant-folds this call); a plain
+#: function returning False in eager, so the hot path pays next to nothing.
+is_dynamo_compiling: Callable[[], bool] = (
+    getattr(torch.compiler, "is_dynamo_compiling", None)
+    or getattr(torch.compiler, "is_compiling", None)
+    or torch._utils.is_compiling  # 2.2: the one Dynamo constant-folds there
+)
+
+
+# -- torch.compiler.assume_constant_result (every release) ----------------------------
+# torch's own imports torch._dynamo (seconds, +150 MB) to set one attribute, which Dynamo
+# reads while it traces (torch/_dynamo/decorators.py, 2.2-2.15); the backport sets it
+# without importing anything. tests/test_compat.py checks the two agree.
+
+
+def assume_constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` so that Dynamo calls it while tracing and uses the result as a constant."""
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+# -- torch.compiler.is_exporting (2.7; 2.7-2.9 fold it to True under torch.compile) --
+# Breakpoint: pytorch/pytorch#176499 (fixes #176347: is_exporting() True under torch.compile).
+
+_HAS_EXPORTING_FLAG = hasattr(torch.compiler, "_is_exporting_flag")
+
+
+def is_exporting() -> bool:
+    """True while ``torch.export`` traces (strict export only where torch sets the flag there: 2.13).
+
+    Reads the flag that ``torch.compiler.is_exporting()`` returns, as newer
+    Dynamo does: Dynamo on 2.7-2.9 folds a call to that function to True under
+    ``torch.compile`` too. False before 2.7, which cannot tell us.
+    """
+    return _HAS_EXPORTING_FLAG and bool(torch.compiler._is_exporting_flag)
+
+
+# -- torch.compiler.disable(fn, reason=...) ---------------------------------------
+# Breakpoint: pytorch/pytorch#150341 (the reason= argument).
+
+
+def disable(fn: Callable[..., Any], reason: str) -> Callable[..., Any]:
+    """``fn`` run outside any graph (a graph break); fullgraph errors quote ``reason`` where torch can.
+
+    ``torch.compiler.disable`` imports torch._dynamo: call this while tracing only.
+    """
+    return torch.compiler.disable(
+        fn, **({"reason": reason} if _compat.accepts_keyword(torch.compiler.disable, "reason") else {})
+    )
+
+
+# -- torch._higher_order_ops.auto_functionalize (2.2; v2 from 2.6) ---------------------
+# Breakpoint: pytorch/pytorch#118673 (2.3 fills in defaults), #134409 (auto_functionalized_v2).
+
+
+@functools.cache
+def schema_defaults_survive_functionalization() -> bool:
+    """Whether an untagged op's schema may carry defaults (False on 2.2: the fallback
+    schema then leaves them out, and the handle always passes them).
+
+    2.2's ``auto_functionalized(op, mutated_args_names, kwargs)`` rebuilds the arguments
+    by schema position, but the dispatcher drops trailing arguments equal to their
+    default: a mutable op called with a default value then fails under
+    functionalization (opcheck's AOT test, torch.ops calls in compiled code) with
+    IndexError. 2.3 made it ``auto_functionalized(op, **kwargs)`` and fills in defaults.
+    Asked when a fallback op with a defaulted parameter is defined (the module it reads
+    is not loaded by ``import torch`` on some releases).
+    """
+    module = importlib.import_module("torch._higher_order_ops.auto_functionalize")
+    return not _compat.accepts_keyword(type(module.auto_functionalized).__call__, "mutated_args_names")
+
+
+# -- torch._is_functional_tensor / _is_functional_tensor_base (every release) -----------
+
+
+def is_functional_base(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a tensor under functionalization and no view of another."""
+    return torch._is_functional_tensor(t) and bool(torch._is_functional_tensor_base(t))
+
+
+# -- torch's compiler: the modules that load compiled code (every release) ----------------
+# Breakpoint: none; a release that loads compiled code from a new module adds it here.
+
+#: Importing any of these may load compiled code (from Inductor's or AOTAutograd's
+#: on-disk caches, or a saved export: its deserializer) that names an op without tracing
+#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15,
+#: and the ``torch._inductor`` package with its config, 2.5: not what loads code).
+COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._inductor.codecache",
+    "torch._functorch.aot_autograd",
+    "torch._export.serde",
+)
+
 
 # -- Inductor's lowering of auto_functionalized (2.3; 2.6 with auto_functionalized_v2) -----
 # Breakpoint: pytorch/pytorch#118673 (Inductor lowers auto_functionalized, 2.3).

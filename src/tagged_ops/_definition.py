@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from torch.library import Library
 
-from . import _compat, _fixes
+from . import _compat, _compat_compiler, _fixes
 from ._autograd import make_autograd_call
 from ._calls import make_binder, make_handle_call, set_compiled_call
 from ._compat_functorch import register_vmap
@@ -115,8 +115,10 @@ class Definition:
         compiled code records."""
         sig = self.sig
         # 2.2 cannot functionalize a call that relies on a schema default (see
-        # _compat.schema_defaults_survive_functionalization); the handle passes every argument.
-        defaults = not any(p.has_default for p in sig.params) or _compat.schema_defaults_survive_functionalization()
+        # _compat_compiler.schema_defaults_survive_functionalization); the handle passes every argument.
+        defaults = (
+            not any(p.has_default for p in sig.params) or _compat_compiler.schema_defaults_survive_functionalization()
+        )
         registered = self._register_op(opname, sig.fallback_schema(defaults=defaults), sig.fallback_params(), (), False)
         if sig.kind == "inplace":
             try:
@@ -266,7 +268,7 @@ _WAITING: weakref.WeakSet[Definition] = weakref.WeakSet()
 
 
 def _define_names_when_compiler_loads(definition: Definition) -> None:
-    if any(name in sys.modules for name in _compat.COMPILER_MODULES):
+    if any(name in sys.modules for name in _compat_compiler.COMPILER_MODULES):
         _define_names(definition)
         return
     _WAITING.add(definition)
@@ -276,7 +278,7 @@ def _define_names_when_compiler_loads(definition: Definition) -> None:
 @functools.cache
 def _wait_for_the_compiler() -> None:
     """Once per process: the waiting definitions get their names when a compiler module is imported."""
-    for name in _compat.COMPILER_MODULES:
+    for name in _compat_compiler.COMPILER_MODULES:
         _fixes.when_imported(name, _define_waiting_names)
 
 

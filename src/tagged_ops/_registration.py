@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.library import Library
 
-from . import _compat
+from . import _compat, _compat_compiler
 from ._anchor import anchor, release_unless_same
 from ._calls import make_kernel_adapter
 from ._contract import direct_call_under_autograd, identity_error, out_under_autograd
@@ -253,4 +253,4 @@ def _identity_refusal(sig: OpSignature, fn: Callable[..., Any]) -> RuntimeError:
 
 
 def _grad_enabled_outside_export() -> bool:
-    return torch.is_grad_enabled() and not _compat.is_exporting()
+    return torch.is_grad_enabled() and not _compat_compiler.is_exporting()

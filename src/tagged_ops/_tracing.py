@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import _compat, _fixes
+from . import _compat, _compat_compiler, _fixes
 from ._functional import FunctionalTwin
 from ._signature import OpSignature, Param
 from ._switches import compile_functional_forced
@@ -66,8 +66,8 @@ def make_compiled_call(
     target, target_order = definition.untagged()
     to_target = _Forward(order, target_order)
     written_names = sig.mutated_names
-    exporting = _compat.is_exporting if definition.tagged else lambda: False
-    preferred = _compat.assume_constant_result(lambda: compile_functional() or compile_functional_forced())
+    exporting = _compat_compiler.is_exporting if definition.tagged else lambda: False
+    preferred = _compat_compiler.assume_constant_result(lambda: compile_functional() or compile_functional_forced())
     reroutes = _fixes.reroute_hooks()
 
     eager_autograd_call = None
@@ -78,7 +78,7 @@ def make_compiled_call(
 
         # named after the op: Dynamo's messages name the function
         run_autograd_call.__name__ = run_autograd_call.__qualname__ = sig.qualname
-        eager_autograd_call = _compat.disable(
+        eager_autograd_call = _compat_compiler.disable(
             run_autograd_call,
             reason=f"{sig.qualname}: an in-place call under autograd runs outside the graph, so that a "
             "backward through the mutated tensor raises, as in eager. Call it under torch.no_grad(), "
@@ -92,7 +92,7 @@ def make_compiled_call(
         if (
             eager_autograd_call is not None
             and torch.is_grad_enabled()
-            and not _compat.is_exporting()  # export keeps the op in its graph (the kernel refuses)
+            and not _compat_compiler.is_exporting()  # export keeps the op in its graph (the kernel refuses)
             and _compat.any_requires_grad_py(*args, **kwargs)
         ):
             eager_autograd_call(*args, **kwargs)

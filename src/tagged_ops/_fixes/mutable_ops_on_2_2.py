@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import _compat, _compat_compiler
+from .. import _compat_compiler
 
 if TYPE_CHECKING:
     from . import Op
 
 
-@_compat.assume_constant_result
+@_compat_compiler.assume_constant_result
 def _needed() -> bool:
     return not _compat_compiler.compiler_lowers_mutable_ops()
 

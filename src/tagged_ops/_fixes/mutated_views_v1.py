@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from .. import _compat
+from .. import _compat_compiler
 from ._after_import import when_imported, wrap_once
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def compiler_lowers_mutated_views() -> bool:
     return bool(getattr(config, "enable_auto_functionalized_v2", False))
 
 
-@_compat.assume_constant_result
+@_compat_compiler.assume_constant_result
 def _v1() -> bool:
     return not compiler_lowers_mutated_views()
 

@@ -21,7 +21,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _compat
+from .. import _compat_compiler
 
 if TYPE_CHECKING:
     from . import Op
@@ -56,7 +56,7 @@ def _functionalize_kernel(op: Op) -> Callable[..., Any]:
         twin = op.functional()
         values = {p.name: by_name[p.name] for p in order}
         record = _record_v2()
-        bases = all(_compat.is_functional_base(values[n]) for n in twin.written)
+        bases = all(_compat_compiler.is_functional_base(values[n]) for n in twin.written)
         if bases and record is not None:
             record(untagged, dict(values))
         else:
