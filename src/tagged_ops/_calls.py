@@ -30,7 +30,7 @@ from ._codegen import (
     user_defaults,
 )
 from ._contract import ABSENT, Absent, argument_error, none_out_buffer
-from ._signature import OpSignature, Param
+from ._signature import CallOrder, OpSignature, Param
 
 __all__ = ["make_binder", "make_handle_call", "make_kernel_adapter", "set_compiled_call"]
 
@@ -185,14 +185,12 @@ def make_binder(
     sig: OpSignature, schema_order: Sequence[Param]
 ) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
     """User's call form -> (args, kwargs) of the registered op (opcheck, ``to_op_arguments``)."""
-    positional = [p.name for p in schema_order if not p.keyword_only]
-    keywords = [p.name for p in schema_order if p.keyword_only]
+    order = CallOrder(schema_order)
 
     def bind(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         bound = sig.python_signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        values = bound.arguments
-        return tuple(values[n] for n in positional), {n: values[n] for n in keywords}
+        return order.arguments(bound.arguments)
 
     return bind
 

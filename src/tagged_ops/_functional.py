@@ -19,7 +19,7 @@ from torch.library import Library
 from . import _compat
 from ._anchor import anchor, release_unless_same
 from ._registration import RegisteredOp
-from ._signature import Param, helper_name, join_params
+from ._signature import CallOrder, Param, helper_name, join_params
 
 __all__ = ["FUNCTIONAL_SUFFIX", "FunctionalTwin", "arguments_by_name"]
 
@@ -58,8 +58,7 @@ class FunctionalTwin:
         self.op: Any = None
         #: The arguments the twin's results stand for, in order.
         self.written = tuple(schema_order[i].name for i in mutated)
-        self._positional = [p.name for p in schema_order if not p.keyword_only]
-        self._keywords = [p.name for p in schema_order if p.keyword_only]
+        self._order = CallOrder(schema_order)
         try:
             definition = f"{name}({plain}) -> {ret}"
             release_unless_same(sig.namespace, name, definition, owner=sig.qualname)
@@ -81,7 +80,7 @@ class FunctionalTwin:
 
         Plain enough for Dynamo to trace (compiled calls routed through the twin).
         """
-        results = self.op(*[values[n] for n in self._positional], **{n: values[n] for n in self._keywords})
+        results = self._order.call(self.op, values)
         if len(self.written) == 1:
             results = (results,)
         for i in range(len(self.written)):
@@ -102,10 +101,10 @@ def arguments_by_name(
     The dispatcher leaves out arguments equal to their defaults, and the twin may have
     none (2.2): they are filled in.
     """
-    positional = [p.name for p in schema_order if not p.keyword_only]
+    order = CallOrder(schema_order)
     defaults = {a.name: a.default_value for a in _compat.schema_of(op).arguments if a.has_default_value()}
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        return {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        return order.by_name(args, kwargs, defaults)
 
     return bind

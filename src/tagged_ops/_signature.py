@@ -23,6 +23,7 @@ from ._compat_infer_schema import infer_schema, validate_inplace_schema, validat
 from ._contract import Kind, check_mutates_args, refuse_keyword_only_tensors
 
 __all__ = [
+    "CallOrder",
     "OpSignature",
     "Param",
     "default_mutates_args",
@@ -121,8 +122,8 @@ class OpSignature:
 
     def mutated_in_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The objects a call in the user's form mutates, in declaration order."""
-        positional = [p.name for p in self.params if not p.keyword_only]
-        return tuple(kwargs[n] if n in kwargs else args[positional.index(n)] for n in self.mutated_names)
+        values = CallOrder(self.params).by_name(args, kwargs)
+        return tuple(values[n] for n in self.mutated_names)
 
     def native_schema(self) -> str:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""
@@ -153,6 +154,39 @@ class OpSignature:
         """
         params = self.fallback_params()
         return f"{self.name}({join_params(params, lambda p: p.render(default=defaults))}) -> ()"
+
+
+class CallOrder:
+    """How a schema takes its arguments, by parameter name: positional ones in order, then keyword-only.
+
+    The one place a call in one parameter order (the user's, a registered op's, a twin's)
+    is made in another: :meth:`by_name` reads a call's arguments by name, :meth:`call`
+    makes a call from them. Plain enough for Dynamo to trace.
+    """
+
+    __slots__ = ("keywords", "positional")
+
+    def __init__(self, params: Sequence[Param]) -> None:
+        self.positional = tuple(p.name for p in params if not p.keyword_only)
+        self.keywords = tuple(p.name for p in params if p.keyword_only)
+
+    def by_name(
+        self, args: Sequence[Any], kwargs: dict[str, Any], defaults: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Every argument of a call in this order, by name (``defaults`` first: the dispatcher
+        leaves out arguments equal to their defaults)."""
+        values = dict(defaults) if defaults else {}
+        values.update(zip(self.positional, args, strict=False))  # the dispatcher may leave trailing defaults out
+        values.update(kwargs)
+        return values
+
+    def call(self, fn: Callable[..., Any], values: dict[str, Any]) -> Any:
+        """``fn`` called in this order with ``values`` (every argument by name)."""
+        return fn(*[values[n] for n in self.positional], **{n: values[n] for n in self.keywords})
+
+    def arguments(self, values: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``(args, kwargs)`` in this order from ``values``."""
+        return tuple(values[n] for n in self.positional), {n: values[n] for n in self.keywords}
 
 
 def join_params(params: Sequence[Param], render: Callable[[Param], str] = Param.render) -> str:

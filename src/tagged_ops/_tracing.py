@@ -24,7 +24,7 @@ import torch
 
 from . import _compat, _compat_compiler, _fixes
 from ._functional import FunctionalTwin
-from ._signature import OpSignature, Param
+from ._signature import CallOrder, OpSignature, Param
 from ._switches import compile_functional_forced
 
 __all__ = ["make_compiled_call"]
@@ -34,17 +34,13 @@ class _Forward:
     """A call in one parameter order (positional, then keyword-only) made in another, by name."""
 
     def __init__(self, source: Sequence[Param], target: Sequence[Param]) -> None:
-        self.names = [p.name for p in source if not p.keyword_only]
-        self.positional = [p.name for p in target if not p.keyword_only]
-        self.keywords = [p.name for p in target if p.keyword_only]
+        self.source, self.target = CallOrder(source), CallOrder(target)
 
     def values(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        values = dict(zip(self.names, args, strict=True))
-        values.update(kwargs)
-        return values
+        return self.source.by_name(args, kwargs)
 
     def call(self, fn: Callable[..., Any], values: dict[str, Any]) -> Any:
-        return fn(*[values[n] for n in self.positional], **{n: values[n] for n in self.keywords})
+        return self.target.call(fn, values)
 
 
 def make_compiled_call(

@@ -22,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _compat_compiler
+from .._signature import CallOrder
 
 if TYPE_CHECKING:
     from . import Op
@@ -46,12 +47,12 @@ def _record_v2() -> Callable[[Any, dict[str, Any]], None] | None:
 
 def _functionalize_kernel(op: Op) -> Callable[..., Any]:
     sig = op.sig
-    positional = [p.name for p in sig.params if not p.keyword_only]
+    user_order = CallOrder(sig.params)
     defaults = {a.name: a.default_value for a in op.op._schema.arguments if a.has_default_value()}
     returned = sig.mutated_names
 
     def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
-        by_name = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+        by_name = user_order.by_name(args, kwargs, defaults)
         untagged, order = op.untagged()
         twin = op.functional()
         values = {p.name: by_name[p.name] for p in order}
