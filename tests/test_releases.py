@@ -118,7 +118,7 @@ def test_the_noxfile_sessions_are_the_table() -> None:
     forced = by_name[f"tests-{releases.FALLBACK_FORCED_RELEASE}-fallback"]
     assert "matrix" in forced["tags"] and forced["python"] == releases.PYTHON[releases.FALLBACK_FORCED_RELEASE]
     ci = {s["session"] for s in listing if "ci" in (s.get("tags") or [])}
-    assert ci == {f"tests-{r}" for r in releases.CI_RELEASES} | {"build", "docs", "lint"}
+    assert ci == {f"tests-{r}" for r in releases.CI_RELEASES} | {"build", "docs", "lint", "cuda_check-dry-run"}
     assert "tests-next" in by_name and "ci" not in by_name["tests-next"]["tags"]
 
 
