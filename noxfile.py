@@ -345,7 +345,7 @@ def build(session: nox.Session) -> None:
     session.run(python, "-m", "tagged_ops", external=True)
 
 
-DOCS_DEPS = ["sphinx>=7", "myst-parser>=3", "furo", "numpy"]
+DOCS_DEPS = ["sphinx>=7", "myst-parser>=3", "furo", "numpy", "nox"]  # nox: the nox helper's examples
 
 
 @nox.session(name="docs", python=PYTHON[TOOLING_RELEASE], tags=["ci"])

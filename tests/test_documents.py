@@ -92,3 +92,37 @@ def test_every_code_block_of_a_page_runs(path: str, ns: str, page: str) -> None:
     for i, block in enumerate(blocks):
         code = compile(block.replace("mylib", ns), f"{page} block {i + 1}", "exec")
         exec(code, module.__dict__)  # noqa: S102 - the page's own code
+
+
+#: The public modules: every name they export has an entry in docs/api.md with an example.
+PUBLIC_MODULES = ("tagged_ops", "tagged_ops.testing", "tagged_ops.testing.nox", "tagged_ops.cpp_extension")
+_ENTRY = re.compile(r"^\.\. (auto\w+|py:\w+):: ([\w.]+)", re.M)
+
+
+def _entries(api: str) -> dict[str, str]:
+    """Qualified name -> the text that documents it: its ``py:`` directive's body, or ``auto`` for a docstring."""
+    found = {}
+    matches = list(_ENTRY.finditer(api))
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(api)
+        found[match.group(2)] = "auto" if match.group(1).startswith("auto") else api[match.end() : end]
+    return found
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_name_has_an_entry_with_an_example(module_name: str) -> None:
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    entries = _entries((ROOT / "docs" / "api.md").read_text())
+    lacking = []
+    for name in module.__all__:
+        qualified = f"{module_name}.{name}"
+        if qualified not in entries:
+            lacking.append(f"{qualified}: no entry in docs/api.md")
+            continue
+        text = inspect.getdoc(getattr(module, name)) or "" if entries[qualified] == "auto" else entries[qualified]
+        if ">>>" not in text:
+            lacking.append(f"{qualified}: its entry has no example (>>>)")
+    assert lacking == []

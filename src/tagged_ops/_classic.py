@@ -52,12 +52,11 @@ def adopt_classic(op: str | _compat.OpOverload) -> None:
     functional op needs none of these fixes), and the dispatcher's error for a name
     that is not defined.
 
-    Example::
-
-        lib = torch.library.Library("mylib", "DEF")
-        lib.define("scatter_min_(Tensor(a!) out, Tensor src, Tensor index) -> Tensor")
-        ...  # its kernels and fake kernel
-        tagged_ops.adopt_classic("mylib::scatter_min_")
+    >>> lib = torch.library.Library("docs_classic", "DEF")
+    >>> _ = lib.define("clamp_min_(Tensor(a!) out, Tensor src) -> Tensor")
+    >>> lib.impl("clamp_min_", lambda out, src: out.copy_(torch.minimum(out, src)).clone(), "CompositeExplicitAutograd")
+    >>> tagged_ops.adopt_classic("docs_classic::clamp_min_")
+    >>> tagged_ops.adopt_classic("docs_classic::clamp_min_")  # again: harmless
     """
     overload = _compat.lookup_op(op) if isinstance(op, str) else op
     if overload in _ADOPTED:

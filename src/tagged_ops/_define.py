@@ -103,15 +103,18 @@ def define_inplace(
     schema: str | None = None,
     fallback: bool = False,
     compile_functional: bool = False,
-) -> Any:
+) -> TaggedOp | Callable[[Callable[..., Any]], TaggedOp]:
     """Define an in-place op: it mutates its first positional Tensor and returns it.
 
-    Use it like ``torch.library.custom_op(name, tags=torch.Tag.inplace)``::
+    Use it like ``torch.library.custom_op(name, tags=torch.Tag.inplace)``:
 
-        @tagged_ops.define_inplace("mylib::sin_")
-        def sin_(x: torch.Tensor) -> torch.Tensor:
-            x.sin_()
-            return x
+    >>> @tagged_ops.define_inplace("docs::sin_")
+    ... def sin_(x: torch.Tensor) -> torch.Tensor:
+    ...     x.sin_()
+    ...     return x
+    >>> x = torch.zeros(2)
+    >>> sin_(x) is x
+    True
 
     ``mutates_args`` defaults to the first positional parameter and, when given,
     must name exactly it. ``device_types`` restricts the kernel to those device
@@ -158,15 +161,20 @@ def define_out(
     pair: bool = False,
     fallback: bool = False,
     compile_functional: bool = False,
-) -> Any:
+) -> TaggedOp | Callable[[Callable[..., Any]], TaggedOp]:
     """Define an out= op: it writes keyword-only out buffers and returns them.
 
-    Use it like ``torch.library.custom_op(name, tags=torch.Tag.out)``::
+    Use it like ``torch.library.custom_op(name, tags=torch.Tag.out)``:
 
-        @tagged_ops.define_out("mylib::sin_out")
-        def sin_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
-            torch.sin(x, out=out)
-            return out
+    >>> @tagged_ops.define_out("docs::cos_out")
+    ... def cos_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    ...     torch.cos(x, out=out)
+    ...     return out
+    >>> o = torch.empty(2)
+    >>> cos_out(torch.zeros(2), out=o) is o
+    True
+    >>> o
+    tensor([1., 1.])
 
     The out buffers are keyword-only ``Tensor`` parameters, written and never
     read, returned in declaration order (one Tensor, or a tuple for several).
@@ -209,14 +217,15 @@ def declare_inplace(
     """Declare an in-place op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
 
     Kernels come later, per device, through :meth:`TaggedOp.register_kernel` or
-    ``torch.library.register_kernel(name, device_type)``::
+    ``torch.library.register_kernel(name, device_type)``:
 
-        scale_ = tagged_ops.declare_inplace("mylib::scale_", "(Tensor(a!) x, float alpha) -> Tensor(a!)")
-
-        @scale_.register_kernel("cpu")
-        def _(x, alpha):
-            x.mul_(alpha)
-            return x
+    >>> triple_ = tagged_ops.declare_inplace("docs::triple_", "(Tensor(a!) x, float alpha) -> Tensor(a!)")
+    >>> @triple_.register_kernel("cpu")
+    ... def _(x, alpha):
+    ...     x.mul_(alpha)
+    ...     return x
+    >>> triple_(torch.ones(2), 3.0)
+    tensor([3., 3.])
 
     ``classic_kernels=True``: the op's kernels mutate and return None, as kernels of
     untagged ops are written; the op still returns its first argument.
@@ -248,17 +257,21 @@ def declare_out(
 ) -> TaggedOp:
     """Declare an out= op from its 2.13 tagged schema, with no kernel yet (as ``torch.library.define``).
 
-    For libraries whose kernels live per device in backend modules::
+    For libraries whose kernels live per device in backend modules (a backend registers
+    with ``dequant_out.register_kernel("cuda")`` or, on torch 2.4+,
+    ``torch.library.register_kernel("mylib::dequant.out", "cuda")``):
 
-        dequant_out = tagged_ops.declare_out(
-            "mylib::dequant.out",
-            "(Tensor A, Tensor absmax, int[] shape, *, Tensor(a!) out) -> Tensor(a!)",
-            classic_kernels=True,  # the backends' kernels fill `out` and return None
-        )
-
-        @torch.library.register_kernel("mylib::dequant.out", "cuda")  # or dequant_out.register_kernel("cuda")
-        def _(A, absmax, shape, out):
-            ...
+    >>> dequant_out = tagged_ops.declare_out(
+    ...     "docs::dequant.out",
+    ...     "(Tensor A, Tensor absmax, int[] shape, *, Tensor(a!) out) -> Tensor(a!)",
+    ...     classic_kernels=True,  # the backends' kernels fill `out` and return None
+    ... )
+    >>> @dequant_out.register_kernel("cpu")
+    ... def _(A, absmax, shape, out):
+    ...     out.copy_((A * absmax).reshape(shape))
+    >>> o = torch.empty(2, 2)
+    >>> dequant_out(torch.ones(4), torch.tensor(0.5), [2, 2], out=o) is o
+    True
 
     ``classic_kernels``, ``pair``, ``fallback`` and ``compile_functional`` as for
     :func:`declare_inplace` and :func:`define_out`.

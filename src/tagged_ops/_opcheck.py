@@ -29,6 +29,10 @@ def opcheck(
     buffers as keywords); they are translated to the registered op's form, so
     one call works on the native and the fallback path. ``atol`` / ``rtol``
     are passed on where the installed torch accepts them.
+
+    >>> result = tagged_ops.opcheck(sin_out, (torch.randn(3),), {"out": torch.empty(3)})
+    >>> sorted(set(result.values()))
+    ['SUCCESS']
     """
     if not isinstance(op, TaggedOp):
         raise TypeError(f"{op!r}: tagged_ops.opcheck takes an op made by define_inplace/define_out")

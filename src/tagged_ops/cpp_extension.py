@@ -22,5 +22,14 @@ __all__ = ["include_paths"]
 
 
 def include_paths() -> list[str]:
-    """The folders to add to a C++ extension's include path for ``<tagged_ops/kernel.h>``."""
+    """The folders to add to a C++ extension's include path for ``<tagged_ops/kernel.h>``.
+
+    Pass them as ``extra_include_paths`` (``torch.utils.cpp_extension.load``) or
+    ``include_dirs`` (``CppExtension``):
+
+    >>> import os, tagged_ops.cpp_extension
+    >>> folder = tagged_ops.cpp_extension.include_paths()[0]
+    >>> os.path.isfile(os.path.join(folder, "tagged_ops", "kernel.h"))
+    True
+    """
     return [os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")]

@@ -98,6 +98,10 @@ def check(
 
     Raises AssertionError with one line per (sample, stage) that failed;
     returns a one-line summary otherwise.
+
+    >>> from tagged_ops.testing import check
+    >>> print(check(sin_out, [((torch.randn(3),), {"out": torch.empty(3)})], reference=torch.sin, compile=False))
+    docs::sin_out: tagged_ops.testing.check passed ... checks on 4 samples (... path)
     """
     form = _reference_form(op, reference, reference_form)
     samples = [

@@ -21,6 +21,15 @@ __all__ = ["SinOps", "define_sin_ops"]
 
 @dataclass
 class SinOps:
+    """The four reference sin ops :func:`define_sin_ops` defines: in-place and out=, each with a torch
+    kernel and a NumPy kernel (CPU); what ``python -m tagged_ops`` checks.
+
+    >>> from tagged_ops.testing import define_sin_ops
+    >>> ops = define_sin_ops("docs_sin")
+    >>> ops.sin_out.qualname, ops.numpy_sin_.kind
+    ('docs_sin::sin_out', 'inplace')
+    """
+
     sin_: TaggedOp  # in-place, torch kernel
     sin_out: TaggedOp  # out=, torch kernel
     numpy_sin_: TaggedOp  # in-place, numpy kernel (CPU)
@@ -38,7 +47,14 @@ def _check_numpy_args(name: str, x: Tensor, out: Tensor | None = None) -> None:
 
 
 def define_sin_ops(namespace: str = "tagged_ops_sin") -> SinOps:
-    """Define (or redefine) the four sin ops under ``namespace``."""
+    """Define (or redefine) the four sin ops under ``namespace``.
+
+    >>> from tagged_ops.testing import define_sin_ops
+    >>> ops = define_sin_ops("docs_sin")
+    >>> x = torch.zeros(2)
+    >>> ops.sin_(x) is x
+    True
+    """
 
     @define_inplace(f"{namespace}::sin_")
     def sin_(x: Tensor) -> Tensor:

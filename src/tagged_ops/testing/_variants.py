@@ -15,7 +15,13 @@ __all__ = ["Sample", "default_devices", "noncontiguous", "variants", "with_stora
 
 @dataclass(frozen=True)
 class Sample:
-    """One call of an op: ``op(*args, **kwargs)``, with a label saying what was changed."""
+    """One call of an op: ``op(*args, **kwargs)``, with a label saying what was changed.
+
+    >>> from tagged_ops.testing import Sample
+    >>> sample = Sample("original", (torch.ones(2),), {"out": torch.empty(2)})
+    >>> sin_out(*sample.args, **sample.kwargs) is sample.kwargs["out"]
+    True
+    """
 
     label: str
     args: tuple[Any, ...]
@@ -36,7 +42,12 @@ class Sample:
 
 
 def default_devices() -> list[str]:
-    """CPU, plus CUDA when this machine has it."""
+    """CPU, plus CUDA when this machine has it.
+
+    >>> from tagged_ops.testing import default_devices
+    >>> default_devices() == ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    True
+    """
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
@@ -65,6 +76,11 @@ def noncontiguous(t: Tensor) -> Tensor:
     1-D: every other element. More dimensions: rows padded by one element, as
     in a slice of a larger buffer; no single stride can flatten that layout, so
     a kernel that silently works on a flattened copy is caught.
+
+    >>> from tagged_ops.testing import noncontiguous
+    >>> t = noncontiguous(torch.arange(6.0).reshape(2, 3))
+    >>> t.is_contiguous(), t.tolist()
+    (False, [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
     """
     if t.numel() < 2:
         return t.clone()
@@ -77,7 +93,13 @@ def noncontiguous(t: Tensor) -> Tensor:
 
 
 def with_storage_offset(t: Tensor, offset: int = 3) -> Tensor:
-    """Same values and contiguous strides, starting ``offset`` elements into its storage."""
+    """Same values and contiguous strides, starting ``offset`` elements into its storage.
+
+    >>> from tagged_ops.testing import with_storage_offset
+    >>> t = with_storage_offset(torch.ones(2))
+    >>> t.storage_offset(), t.tolist()
+    (3, [1.0, 1.0])
+    """
     base = torch.empty(t.numel() + offset, dtype=t.dtype, device=t.device)
     out = base[offset:].view(t.shape)
     out.copy_(t)
@@ -98,6 +120,10 @@ def variants(
     Tensor argument non-contiguous; every Tensor argument with a storage offset;
     for out= ops, the out buffers alone non-contiguous; and the original with
     each extra floating dtype in ``dtypes``.
+
+    >>> from tagged_ops.testing import variants
+    >>> [s.label for s in variants(sin_out, (torch.ones(4, 4),), {"out": torch.empty(4, 4)}, devices=["cpu"])]
+    ['cpu', 'cpu/noncontiguous', 'cpu/storage-offset', 'cpu/noncontiguous-out']
     """
     kwargs = dict(kwargs or {})
     outs = set(op.mutated_args) if op.kind == "out" else set()

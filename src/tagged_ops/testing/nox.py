@@ -59,7 +59,12 @@ def _minor(release: str) -> str:
 
 
 def python_for(release: str, prefer: str = _PREFERRED_PYTHON) -> str:
-    """A Python version torch ``release`` has wheels for: ``prefer`` when it is in range, else the nearest end."""
+    """A Python version torch ``release`` has wheels for: ``prefer`` when it is in range, else the nearest end.
+
+    >>> from tagged_ops.testing.nox import python_for
+    >>> python_for("2.4.1"), python_for("2.15.0", prefer="3.10")
+    ('3.11', '3.11')
+    """
     low, high = PYTHON_RANGES.get(_minor(release), (prefer, prefer))
     if Version(low) <= Version(prefer) <= Version(high):
         return prefer
@@ -67,7 +72,15 @@ def python_for(release: str, prefer: str = _PREFERRED_PYTHON) -> str:
 
 
 def install_torch(session: Any, release: str, *deps: str, env: dict[str, str] | None = None) -> None:
-    """``session.install`` torch ``release`` and ``deps`` (NumPy 1 pinned where the release needs it)."""
+    """``session.install`` torch ``release`` and ``deps`` (NumPy 1 pinned where the release needs it).
+
+    >>> from tagged_ops.testing.nox import install_torch
+    >>> class Session:  # what nox passes a session function
+    ...     def install(self, *args, env):
+    ...         print(*args)
+    >>> install_torch(Session(), "2.2.2", "pytest", "numpy")
+    torch==2.2.2 pytest numpy<2
+    """
     pinned = [("numpy<2" if d == "numpy" and _minor(release) in NUMPY_1_RELEASES else d) for d in deps]
     index = os.environ.get(TORCH_INDEX_ENV_VAR)
     # torch from the given index; everything else keeps the default one
@@ -90,7 +103,11 @@ def torch_matrix(
 ) -> list[str]:
     """Declare one nox session per torch release (and the newest once more, fallback forced).
 
-    Returns the session names. Extra arguments after ``--`` go to ``command``.
+    Returns the session names. Extra arguments after ``--`` go to ``command``. In a noxfile:
+
+    >>> from tagged_ops.testing.nox import torch_matrix
+    >>> torch_matrix(["2.4.1", "2.13.0"], name="docs-tests")
+    ['docs-tests-2.4.1', 'docs-tests-2.13.0', 'docs-tests-2.13.0-fallback']
     """
     import nox
 
