@@ -65,7 +65,7 @@ TEST_DEPS = [
 ]  # setuptools: Inductor on 2.4 needs it; nox: the helper's tests
 # One pytest worker per core, at most four (each holds a torch, about 1 GB): the suite is
 # mostly single-threaded Python (tracing, compiling, subprocesses), so two cores nearly halve it.
-WORKERS = ["-n", "auto", "--maxprocesses", "4"]
+WORKERS = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadgroup"]  # loadgroup: one DTensor spawn per run
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests-installed"]

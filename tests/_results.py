@@ -51,6 +51,7 @@ AREAS = {
     "test_upstream_out_variant": "upstream-derived",
     "test_upstream_custom_ops": "upstream-derived",
     "test_cpp_kernel": "C++ kernels",
+    "test_dtensor": "DTensor",
 }
 
 

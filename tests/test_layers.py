@@ -27,12 +27,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_compat_infer_schema",
         "_compat_functorch",
         "_compat_compiler",
+        "_compat_dtensor",
     ),  # what torch offers: probes and backports
     ("_contract", "_signature"),  # the contract both paths keep
     ("_fixes",),  # torch's bugs, one module each
     ("_anchor", "_codegen", "_calls", "_registration"),  # one op on the dispatcher
     ("_functional", "_transforms", "_autograd", "_tracing"),  # what a definition is made of
-    ("_definition", "_names", "_by_name"),  # one definition; one name's life, and what torch.library finds by it
+    (
+        "_sharding",
+        "_definition",
+        "_names",
+        "_by_name",
+    ),  # one definition; one name's life, and what torch.library finds by it
     ("_native", "_fallback"),  # the two paths
     ("_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
     ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing"),  # tools on top

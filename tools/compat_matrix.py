@@ -37,6 +37,7 @@ COLUMNS = {
     "upstream tests": ("upstream-derived",),
     "test kit": ("testing kit",),
     "C++ kernels": ("C++ kernels",),
+    "DTensor": ("DTensor",),
 }
 
 HEADER = f"""# Compatibility matrix

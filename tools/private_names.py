@@ -24,7 +24,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tagged_ops"
 
 #: Modules allowed to read private torch names: the probe and its backports, and the fixes.
-ALLOWED = ("_compat.py", "_compat_infer_schema.py", "_compat_functorch.py", "_compat_compiler.py", "_fixes/")
+ALLOWED = (
+    "_compat.py",
+    "_compat_infer_schema.py",
+    "_compat_functorch.py",
+    "_compat_compiler.py",
+    "_compat_dtensor.py",
+    "_fixes/",
+)
 
 
 def _dotted(node: ast.AST) -> str | None:

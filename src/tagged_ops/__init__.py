@@ -10,6 +10,8 @@ Public surface:
 * :data:`NATIVE_TAGS`, :func:`is_native`: which path ops take.
 * :func:`opcheck`: ``torch.library.opcheck`` in the handle's call form.
 * :func:`adopt_classic`: the compiler fixes for a classic mutable op kept beside tagged ones.
+* :func:`pointwise_sharding`: the DTensor sharding rule of an elementwise op
+  (:meth:`TaggedOp.register_sharding`).
 
 * :class:`RedefinitionError`: a name defined again with another schema where torch
   cannot drop the old one (C++ kernels registered for it).
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from ._define import declare_inplace, declare_out, define_inplace, define_out
     from ._handle import TaggedOp, is_native
     from ._opcheck import opcheck
+    from ._sharding import pointwise_sharding
 
 __all__ = [
     "COMPILE_FUNCTIONAL_ENV_VAR",
@@ -52,6 +55,7 @@ __all__ = [
     "define_out",
     "is_native",
     "opcheck",
+    "pointwise_sharding",
 ]
 
 
@@ -67,6 +71,7 @@ _HOME = {
     "define_out": "._define",
     "is_native": "._handle",
     "opcheck": "._opcheck",
+    "pointwise_sharding": "._sharding",
 }
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "tag_for",
     "tangent_refusal",
     "refuse_keyword_only_tensors",
+    "sharding_rule_error",
 ]
 
 #: What an op does to its arguments: mutates its first one (``torch.Tag.inplace``), or
@@ -166,6 +167,12 @@ def tangent_refusal(qualname: str, packet: str, kind: Kind) -> str:
         "arguments has a tangent (torch.func.jvp, jacfwd): the tangent of the mutated tensor would be "
         "wrong. Call it on tensors without tangents, outside the transform."
     )
+
+
+def sharding_rule_error(qualname: str, problem: str) -> ValueError:
+    """A DTensor sharding rule registered through the handle does not fit the op (``problem``
+    names the argument); raised before the op runs, so every tensor is untouched."""
+    return ValueError(f"{qualname}: its sharding rule {problem}.")
 
 
 # -- a call that does not fit the schema: the dispatcher's sentences -------------------------

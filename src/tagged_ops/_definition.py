@@ -33,6 +33,7 @@ from ._compat_functorch import register_vmap
 from ._contract import out_under_autograd
 from ._functional import FunctionalTwin
 from ._registration import Kernels, RegisteredOp
+from ._sharding import Returns, ShardingRule
 from ._signature import OpSignature, Param
 from ._tracing import make_compiled_call
 from ._transforms import TRANSFORM_KEY, make_transform_kernel
@@ -73,6 +74,8 @@ class Definition:
         self.compile_functional = compile_functional
         self.kernels = Kernels()
         self._functional: FunctionalTwin | None = None
+        #: The DTensor sharding rule registered through the handle (None: none).
+        self.sharding: ShardingRule | None = None
         self._prepared = False
         self._compiled: Callable[..., None] | None = None
         self.registered = self._register()
@@ -177,8 +180,40 @@ class Definition:
     def functional(self) -> FunctionalTwin:
         """The functional twin of :meth:`untagged`, defined on first use."""
         if self._functional is None:
-            self._functional = FunctionalTwin(self._untagged_registered())
+            untagged = self._untagged_registered()
+            self._functional = FunctionalTwin(untagged)
+            self._share_sharding(self._functional.op, untagged.schema_order, "fresh")
         return self._functional
+
+    # -- DTensor ---------------------------------------------------------------------
+
+    def set_sharding(self, rule: Callable[..., Any]) -> None:
+        """Register ``rule`` (the handle's form) on every op of this definition, and on those defined later."""
+        sharding = ShardingRule(self.sig, rule)
+        if self.sharding is not None:
+            self.sharding.forget()
+        self.sharding = sharding
+        self._share_sharding(self.registered.op, self.registered.schema_order, "written" if self.tagged else "nothing")
+        for op, order, returns in self._twins_with_returns():
+            self._share_sharding(op, order, returns)
+
+    def _twins_with_returns(self) -> list[tuple[Any, Sequence[Param], Returns]]:
+        """The twins defined so far: each op, its parameters, what it returns."""
+        found: list[tuple[Any, Sequence[Param], Returns]] = []
+        untagged = self._untagged_if_defined()
+        if untagged is not None and untagged is not self.registered:
+            found.append((untagged.op, untagged.schema_order, "nothing"))
+        if self._functional is not None and untagged is not None:
+            found.append((self._functional.op, untagged.schema_order, "fresh"))
+        return found
+
+    def _untagged_if_defined(self) -> RegisteredOp | None:
+        return self.registered
+
+    def _share_sharding(self, op: Any, order: Sequence[Param], returns: Returns) -> None:
+        if self.sharding is not None:
+            defaults = {a.name: a.default_value for a in _compat.schema_of(op).arguments if a.has_default_value()}
+            self.sharding.register_on(op, order, returns, defaults)
 
     def recorded_ops(self) -> tuple[Any, ...]:
         return (self.registered.op,)
@@ -233,6 +268,9 @@ class Definition:
         """Remove every op this definition registered, before its name is defined again."""
         _WAITING.discard(self)
         _fixes.at_destroy(self)
+        if self.sharding is not None:
+            self.sharding.forget()
+            self.sharding = None
         if self._functional is not None:
             self._functional.destroy()
         self._destroy_ops()

@@ -271,6 +271,33 @@ class TaggedOp:
         """
         raise self._autograd_refusal(self)
 
+    def register_sharding(self, rule: Callable[..., Any] | None = None, /) -> Any:
+        """How the op runs on DTensors (tensor parallel, FSDP2): a sharding rule, written once.
+
+        ``rule`` takes the op's arguments as you call the handle (out buffers by keyword;
+        each DTensor argument as its ``DTensorSpec``) and returns what DTensor's
+        ``register_sharding`` rules return, ``[(output placements, input placements), ...]``:
+        one output placement per tensor the op writes, input placements in the order of the
+        handle's parameters, ``None`` for a non-Tensor one. A written tensor's input and output
+        placements must be the same (the op writes it in place). tagged_ops registers it on
+        every op a call can reach (the op itself, and the untagged and functional twins
+        compiled code calls), on both paths, eager and compiled. :func:`pointwise_sharding`
+        is the rule of an elementwise op. Needs torch 2.5+ (``torch.distributed.tensor``);
+        elsewhere it raises, naming the op and the release. Nothing of
+        ``torch.distributed.tensor`` is imported until this is called.
+
+        >>> from torch.distributed.tensor import Replicate, Shard
+        >>> @scale_.register_sharding
+        ... def _(x, alpha=2.0):
+        ...     return [([p], [p, None]) for p in (Shard(0), Shard(1), Replicate())]
+        """
+
+        def inner(f: F) -> F:
+            self._definition.set_sharding(f)
+            return f
+
+        return inner if rule is None else inner(rule)
+
     def _fake_kernel(self) -> Callable[..., Any]:
         """The op's fake kernel, as torch.library's by-name functions read it."""
         return self._definition.registered.fake_kernel

@@ -52,6 +52,10 @@ class NativeDefinition(Definition):
                 twin.destroy()
                 raise
             self._twin = twin
+            self._share_sharding(twin.op, twin.schema_order, "nothing")
+        return self._twin
+
+    def _untagged_if_defined(self) -> RegisteredOp | None:
         return self._twin
 
     def recorded_ops(self) -> tuple[Any, ...]:

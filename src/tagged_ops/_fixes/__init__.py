@@ -3,7 +3,7 @@
 Each module here names the bug, the releases it was measured on, and the canary
 test that fails once torch fixes it; deleting a fix is deleting its module and
 its line in :data:`FIXES`. A fix hooks into an op's
-life through any of four functions of its module (a fix defines only those it needs):
+life through any of five functions of its module (a fix defines only those it needs):
 
 * ``at_definition(op)``: when the op is defined, for what must be in place before
   anything traces it (a dispatcher kernel); cheap, and imports none of torch's compiler.
@@ -11,6 +11,8 @@ life through any of four functions of its module (a fix defines only those it ne
   functionalization, a fake-tensor call); patches of torch's compiler go here.
 * ``at_destroy(op)``: the op's definition goes (a redefinition), so nothing the fix
   keeps outlives it.
+* ``at_sharding_rule(op)``: a DTensor sharding rule was registered on one of the op's
+  ops (``op`` is then :class:`ShardedOp`).
 * ``reroutes(op, values, written) -> bool``: asked while Dynamo traces a handle's
   call (plain Python that Dynamo traces): True routes the call through the op's
   functional twin (fresh tensors, then ``copy_``), which every compiler lowers.
@@ -38,6 +40,7 @@ __all__ = [
     "at_definition",
     "at_destroy",
     "at_first_trace",
+    "at_sharding_rule",
     "reroute_hooks",
     "reroutes",
     "when_imported",
@@ -59,6 +62,12 @@ if TYPE_CHECKING:
         written: tuple[str, ...]  # the arguments its results stand for, in order
 
         def write(self, values: dict[str, Any]) -> None: ...
+
+    class ShardedOp(Protocol):
+        """What a fix sees of an op a DTensor sharding rule was just registered on."""
+
+        op: Any  # the OpOverload
+        keyword_tensors: tuple[str, ...]  # its keyword-only Tensor parameters
 
     class Op(Protocol):
         """What a fix sees of one op's definition."""
@@ -96,8 +105,9 @@ if TYPE_CHECKING:
 
 #: The fixes, in the order their hooks run (module names in this package), and when each is
 #: imported: "definition" for those with ``at_definition`` (imported with the first definition),
-#: "trace" for the others (imported at the first trace, or the first destroy), so a process that
-#: never compiles never loads them (tests/test_free_at_import.py checks both).
+#: "sharding" for those with ``at_sharding_rule`` (the first DTensor sharding rule), "trace" for
+#: the others (imported at the first trace, or the first destroy), so a process that never
+#: compiles never loads them (tests/test_free_at_import.py checks them).
 FIXES: dict[str, str] = {
     "returned_alias": "definition",
     "out_variant_pairing": "definition",
@@ -113,6 +123,8 @@ FIXES: dict[str, str] = {
     "shared_output_tangents": "trace",
     "reuse_of_mutated_alias": "trace",
     "saved_export_loading": "definition",
+    "dtensor_ops_returning_nothing": "sharding",
+    "dtensor_keyword_tensors_in_cache_key": "sharding",
 }
 #: The fixes with an ``at_definition`` hook, from :data:`FIXES`.
 AT_DEFINITION: tuple[str, ...] = tuple(fix for fix, when in FIXES.items() if when == "definition")
@@ -138,6 +150,12 @@ def at_definition(op: Op) -> None:
 
 def at_first_trace(op: Op) -> None:
     for hook in _all_hooks("at_first_trace"):
+        hook(op)
+
+
+def at_sharding_rule(op: ShardedOp) -> None:
+    """A DTensor sharding rule was registered on ``op`` (``torch.distributed.tensor`` is imported by then)."""
+    for hook in _hooks([fix for fix, when in FIXES.items() if when == "sharding"], "at_sharding_rule"):
         hook(op)
 
 
