@@ -176,7 +176,8 @@ class CallOrder:
         """Every argument of a call in this order, by name (``defaults`` first: the dispatcher
         leaves out arguments equal to their defaults)."""
         values = dict(defaults) if defaults else {}
-        values.update(zip(self.positional, args, strict=False))  # the dispatcher may leave trailing defaults out
+        for i in range(len(args)):  # fewer than the positional parameters where trailing defaults are left out;
+            values[self.positional[i]] = args[i]  # a loop, not zip: 2.2's Dynamo traces no zip of unequal lengths
         values.update(kwargs)
         return values
 
