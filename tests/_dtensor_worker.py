@@ -225,7 +225,20 @@ def _scenarios(mesh: Any, path: str, results: dict[str, Any]) -> None:
             return named and torch.equal(x.full_tensor(), base), str(e)[:300]
         return False, "no error"
 
+    def refuses_a_two_dimensional_mesh() -> Result:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh2 = init_device_mesh("cpu", (1, 2))
+        x = distribute_tensor(base.clone(), mesh2, [Replicate(), Shard(0)])
+        try:
+            scale_(x, 3.0)
+        except Exception as e:
+            untouched = torch.equal(x.full_tensor(), base)
+            return "2-dimensional mesh" in str(e) and untouched, str(e)[:300]
+        return False, "no error"
+
     _record(results, f"{path}: reads are redistributed, writes are not", redistributes_what_it_reads)
+    _record(results, f"{path}: a written DTensor on a 2-D mesh is refused", refuses_a_two_dimensional_mesh)
     _record(
         results, f"{path}: a write that would need a redistribution is refused", refuses_to_redistribute_what_it_writes
     )

@@ -116,6 +116,7 @@ def test_compiled_programs_equal_eager(ranks: list[dict[str, Any]], program: str
         "reads are redistributed, writes are not",
         "a write that would need a redistribution is refused",
         "a rule that does not fit is refused",
+        "a written DTensor on a 2-D mesh is refused",
     ],
 )
 def test_redistribution_and_refusals(ranks: list[dict[str, Any]], case: str, path: str) -> None:

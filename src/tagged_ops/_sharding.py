@@ -115,6 +115,16 @@ class ShardingRule:
         the op a redistributed copy of a tensor it writes (the write would be lost)."""
         spec = _compat_dtensor.spec_type()
         placed = {n: tuple(values[n].placements) for n in self.sig.mutated_names if isinstance(values.get(n), spec)}
+        for name, placements in placed.items():
+            if len(placements) != 1:
+                # DTensor combines a rule's strategies across mesh dimensions itself, past this
+                # check: one combination could redistribute a written tensor, and its write be lost.
+                raise sharding_rule_error(
+                    self.sig.qualname,
+                    f"cannot be used for {name!r}, which is placed on a {len(placements)}-dimensional mesh: "
+                    "tagged_ops checks that a written DTensor is never redistributed on 1-dimensional meshes "
+                    "only; call the op on a 1-dimensional mesh's DTensors (or on local tensors)",
+                )
         kept = [(o, i) for o, i in found if all(i[n] in placed[n] for n in placed)]
         if found and not kept:
             where = ", ".join(f"{n!r} as {list(p)}" for n, p in placed.items())
