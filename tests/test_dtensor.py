@@ -17,6 +17,7 @@ import json
 import re
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ HAS_RULES = _compat_dtensor.register_sharding() is not None
 PATHS = ["native", "fallback"] if tagged_ops.NATIVE_TAGS else ["fallback"]
 PLACEMENTS = ["Shard(0)", "Shard(1)", "Replicate()"]
 PROGRAMS = ["inplace_on_an_input", "out_into_an_input", "writes_to_intermediates"]
+SPAWN_LIMIT_S = 300  # every scenario on both ranks takes 20-90 s on 2 cores
 
 
 def _free_port() -> int:
@@ -51,7 +53,13 @@ def ranks() -> list[dict[str, Any]]:
     from ._dtensor_worker import run
 
     with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(run, args=(2, _free_port(), folder), nprocs=2, join=True)
+        context = mp.spawn(run, args=(2, _free_port(), folder), nprocs=2, join=False)
+        deadline = time.monotonic() + SPAWN_LIMIT_S
+        while not context.join(timeout=5):  # a hung collective must fail the module, not the whole run
+            if time.monotonic() > deadline:
+                for process in context.processes:
+                    process.kill()
+                pytest.fail(f"the two ranks did not finish within {SPAWN_LIMIT_S} s")
         return [json.loads((Path(folder) / f"rank{r}.json").read_text()) for r in range(2)]
 
 
