@@ -33,6 +33,7 @@ __all__ = [
     "tangent_refusal",
     "refuse_keyword_only_tensors",
     "sharding_rule_error",
+    "sharding_unavailable",
 ]
 
 #: What an op does to its arguments: mutates its first one (``torch.Tag.inplace``), or
@@ -166,6 +167,14 @@ def tangent_refusal(qualname: str, packet: str, kind: Kind) -> str:
         f"{qualname}: an in-place op (torch.Tag.inplace) has no forward-mode formula, but one of its "
         "arguments has a tangent (torch.func.jvp, jacfwd): the tangent of the mutated tensor would be "
         "wrong. Call it on tensors without tangents, outside the transform."
+    )
+
+
+def sharding_unavailable(qualname: str) -> RuntimeError:
+    """``register_sharding`` on a torch whose DTensor has no sharding-rule registry (before 2.5)."""
+    return RuntimeError(
+        f"{qualname}: register_sharding needs torch.distributed.tensor.experimental.register_sharding, "
+        f"which torch {torch.__version__} does not have (torch 2.5+ has it)."
     )
 
 

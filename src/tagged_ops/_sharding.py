@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Literal, Sequence
 
 from . import _compat_dtensor, _fixes
-from ._contract import sharding_rule_error
+from ._contract import sharding_rule_error, sharding_unavailable
 from ._signature import CallOrder, OpSignature, Param
 
 __all__ = ["Returns", "ShardingRule", "pointwise_sharding"]
@@ -49,12 +49,7 @@ class ShardingRule:
     def __init__(self, sig: OpSignature, rule: Callable[..., Any]) -> None:
         register = _compat_dtensor.register_sharding()
         if register is None:
-            import torch
-
-            raise RuntimeError(
-                f"{sig.qualname}: register_sharding needs torch.distributed.tensor.experimental.register_sharding, "
-                f"which torch {torch.__version__} does not have (torch 2.5+ has it)."
-            )
+            raise sharding_unavailable(sig.qualname)
         self.sig = sig
         self.rule = rule
         self._register = register
