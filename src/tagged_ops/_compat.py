@@ -44,6 +44,12 @@ def schema_of(op: Any) -> Any:
     return op._schema
 
 
+def schema_defaults(op: Any) -> dict[str, Any]:
+    """The default of each of ``op``'s arguments that has one, by name: what the dispatcher leaves
+    out of a call's arguments when they equal it."""
+    return {a.name: a.default_value for a in op._schema.arguments if a.has_default_value()}
+
+
 #: ``t._base``: the tensor ``t`` is a view of, or None (every release; C speed, for the eager call).
 view_base: Callable[[torch.Tensor], torch.Tensor | None] = operator.attrgetter("_base")
 #: ``t._cdata``: the address of ``t``'s TensorImpl, equal for two Python objects of one tensor (every release).

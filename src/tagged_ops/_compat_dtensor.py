@@ -7,6 +7,7 @@ imported only when a sharding rule is registered (or a DTensor was already made)
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from typing import Any, Callable, Sequence
@@ -72,6 +73,7 @@ def key_cache_by(op: Any, keyword_names: Sequence[str]) -> None:
 # Breakpoint: upstream PR not identified (2.13.0 checks ``len(returns) > 0``).
 
 
+@functools.cache
 def refuses_ops_returning_nothing() -> bool:
     """Whether DTensor's sharding propagation fails (IndexError) on an op that returns nothing, as
     the fallback's untagged op does (``_fixes/dtensor_ops_returning_nothing.py``): asked of

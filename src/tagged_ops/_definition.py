@@ -212,8 +212,7 @@ class Definition:
 
     def _share_sharding(self, op: Any, order: Sequence[Param], returns: Returns) -> None:
         if self.sharding is not None:
-            defaults = {a.name: a.default_value for a in _compat.schema_of(op).arguments if a.has_default_value()}
-            self.sharding.register_on(op, order, returns, defaults)
+            self.sharding.register_on(op, order, returns, _compat.schema_defaults(op))
 
     def recorded_ops(self) -> tuple[Any, ...]:
         return (self.registered.op,)

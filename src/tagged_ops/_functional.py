@@ -102,7 +102,7 @@ def arguments_by_name(
     none (2.2): they are filled in.
     """
     order = CallOrder(schema_order)
-    defaults = {a.name: a.default_value for a in _compat.schema_of(op).arguments if a.has_default_value()}
+    defaults = _compat.schema_defaults(op)
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         return order.by_name(args, kwargs, defaults)

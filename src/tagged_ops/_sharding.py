@@ -135,17 +135,14 @@ class ShardingRule:
     ) -> Callable[..., list[tuple[list[Any], list[Any]]]]:
         op_order = CallOrder(schema_order)
         schema_names = [p.name for p in schema_order]
-        written = self.sig.mutated_names
 
         def rule(*args: Any, **kwargs: Any) -> list[tuple[list[Any], list[Any]]]:
             values = op_order.by_name(args, kwargs, defaults)
             translated = []
             for outputs, by_name in self.strategies(values):
-                if returns == "nothing":
-                    outputs = []
-                elif returns == "fresh":
-                    outputs = [by_name[n] for n in written]
-                translated.append((outputs, [by_name[n] for n in schema_names]))
+                # "written" and "fresh" return one tensor per written argument, placed as it
+                # (strategies() checked that), so the user's output placements serve both
+                translated.append(([] if returns == "nothing" else outputs, [by_name[n] for n in schema_names]))
             return translated
 
         return rule

@@ -155,8 +155,13 @@ def at_first_trace(op: Op) -> None:
 
 def at_sharding_rule(op: ShardedOp) -> None:
     """A DTensor sharding rule was registered on ``op`` (``torch.distributed.tensor`` is imported by then)."""
-    for hook in _hooks([fix for fix, when in FIXES.items() if when == "sharding"], "at_sharding_rule"):
+    for hook in _sharding_hooks():
         hook(op)
+
+
+@functools.cache
+def _sharding_hooks() -> tuple[Callable[..., Any], ...]:
+    return _hooks([fix for fix, when in FIXES.items() if when == "sharding"], "at_sharding_rule")
 
 
 def at_destroy(op: Op) -> None:

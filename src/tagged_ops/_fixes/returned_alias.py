@@ -21,7 +21,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _compat_compiler
+from .. import _compat, _compat_compiler
 from .._signature import CallOrder
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def _record_v2() -> Callable[[Any, dict[str, Any]], None] | None:
 def _functionalize_kernel(op: Op) -> Callable[..., Any]:
     sig = op.sig
     user_order = CallOrder(sig.params)
-    defaults = {a.name: a.default_value for a in op.op._schema.arguments if a.has_default_value()}
+    defaults = _compat.schema_defaults(op.op)
     returned = sig.mutated_names
 
     def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
