@@ -125,7 +125,7 @@ def test_definition_error_message(
 @pytest.mark.parametrize(("kind", "fn", "mutates", "fragment"), CASES, ids=lambda v: getattr(v, "__name__", None))
 def test_definition_error_is_torchs_own(kind: str, fn: Callable[..., Any], mutates: Any, fragment: str) -> None:
     """Same text as torch.library.infer_schema(..., tags=...) on this torch."""
-    from tagged_ops._signature import default_mutates_args
+    from tagged_ops._inference import default_mutates_args
 
     tag = torch.Tag.inplace if kind == "inplace" else torch.Tag.out
     effective = default_mutates_args(fn, kind) if mutates is None else mutates  # type: ignore[arg-type]

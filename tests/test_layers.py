@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_compat_compiler",
         "_compat_dtensor",
     ),  # what torch offers: probes and backports
-    ("_contract", "_signature"),  # the contract both paths keep
+    ("_contract", "_signature", "_inference"),  # the contract both paths keep
     ("_fixes",),  # torch's bugs, one module each
     ("_anchor", "_codegen", "_calls", "_registration"),  # one op on the dispatcher
     ("_functional", "_transforms", "_autograd", "_tracing"),  # what a definition is made of
@@ -43,7 +43,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
     ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing"),  # tools on top
 )
-MAX_LINES = 500
+MAX_LINES = 400
+#: Modules let past MAX_LINES: the infer_schema backport stays diffable against torch's own.
+LONGER = {"_compat_infer_schema.py"}
 
 
 def _unit(path: Path) -> str:
@@ -171,7 +173,8 @@ def _resolves(dotted: str) -> bool:
 @pytest.mark.parametrize("module", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_modules_are_small_and_say_what_they_own(module: Path) -> None:
     text = module.read_text()
-    assert len(text.splitlines()) <= MAX_LINES
+    if module.name not in LONGER:
+        assert len(text.splitlines()) <= MAX_LINES, f"{module.relative_to(PACKAGE)}: split it by what it owns"
     if module.name != "__main__.py":
         docstring = ast.get_docstring(ast.parse(text))
         assert docstring, f"{module.relative_to(PACKAGE)} has no module docstring"

@@ -17,8 +17,8 @@ from ._contract import Kind
 from ._definition import Definition, Devices
 from ._fallback import FallbackDefinition
 from ._handle import TaggedOp
+from ._inference import define_signature
 from ._native import NativeDefinition
-from ._signature import define_signature
 from ._switches import fallback_forced
 
 __all__ = ["declare_inplace", "declare_out", "define_inplace", "define_out"]

@@ -22,21 +22,23 @@ import contextlib
 import functools
 import sys
 import weakref
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import torch
 from torch.library import Library
 
-from . import _compat, _compat_compiler, _fixes
+from . import _by_name, _compat, _compat_compiler, _fixes
 from ._autograd import make_autograd_call
 from ._calls import make_binder, make_handle_call, set_compiled_call
 from ._compat_functorch import register_vmap
 from ._contract import out_under_autograd
-from ._functional import FunctionalTwin
 from ._registration import Kernels, RegisteredOp
-from ._sharding import Returns, ShardingRule
 from ._signature import OpSignature, Param
-from ._tracing import make_compiled_call
 from ._transforms import TRANSFORM_KEY, make_transform_kernel
+
+if TYPE_CHECKING:  # imported where first used: only compiling and DTensors need them
+    from ._functional import FunctionalTwin
+    from ._sharding import Returns, ShardingRule
 
 __all__ = ["VMAP_KEY", "Definition", "Devices", "device_list"]
 
@@ -180,6 +182,8 @@ class Definition:
     def functional(self) -> FunctionalTwin:
         """The functional twin of :meth:`untagged`, defined on first use."""
         if self._functional is None:
+            from ._functional import FunctionalTwin
+
             untagged = self._untagged_registered()
             self._functional = FunctionalTwin(untagged)
             self._share_sharding(self._functional.op, untagged.schema_order, "fresh")
@@ -189,6 +193,8 @@ class Definition:
 
     def set_sharding(self, rule: Callable[..., Any]) -> None:
         """Register ``rule`` (the handle's form) on every op of this definition, and on those defined later."""
+        from ._sharding import ShardingRule
+
         sharding = ShardingRule(self.sig, rule)
         if self.sharding is not None:
             self.sharding.forget()
@@ -217,6 +223,10 @@ class Definition:
     def recorded_ops(self) -> tuple[Any, ...]:
         return (self.registered.op,)
 
+    def paired(self) -> bool:
+        """Whether Inductor lowers compiled calls of the op's functional op to it (native out= ops only)."""
+        return False
+
     def defined_names(self) -> tuple[str, ...]:
         names = [self.registered.qualname]
         if self._functional is not None:
@@ -225,6 +235,38 @@ class Definition:
 
     def put_kernel(self, key: str, kernel: Callable[..., Any] | None) -> None:
         self.registered.put_kernel(key, kernel)
+
+    # -- the user's torch.library rules, written in 2.13's form -----------------------
+
+    def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Callable[..., Any]) -> None:
+        """``fn(mode, func, types, args, kwargs)`` for ``torch_dispatch_class`` on the op users call.
+
+        On the fallback path its return value is dropped: the untagged op returns nothing.
+        """
+        rule = fn
+        if not self.tagged:
+
+            def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
+                fn(mode, func, types, args, kwargs)
+
+        with _by_name.on_the_dispatcher(self.sig.qualname):
+            torch.library.register_torch_dispatch(
+                self.sig.qualname, torch_dispatch_class, rule, lib=self.registered.lib
+            )
+
+    def register_vmap(self, fn: Callable[..., Any]) -> None:
+        """``fn(info, in_dims, *args, **kwargs) -> (output, out_dims)`` as the op's vmap rule, in place
+        of tagged_ops' own loop; on the fallback path its output is dropped."""
+        rule = fn
+        if not self.tagged:
+
+            def rule(info: Any, in_dims: Any, *args: Any, **kwargs: Any) -> tuple[None, None]:
+                fn(info, in_dims, *args, **kwargs)
+                return None, None
+
+        self.registered.put_kernel(VMAP_KEY, None)  # the dispatcher holds one Python kernel per key
+        with _by_name.on_the_dispatcher(self.sig.qualname):
+            torch.library.register_vmap(self.sig.qualname, rule, lib=self.registered.lib)
 
     def put_lasting_kernel(self, key: str, kernel: Callable[..., Any]) -> None:
         self.registered.put_lasting_kernel(key, kernel)
@@ -252,6 +294,8 @@ class Definition:
         # Run for real while Dynamo traces the handle's call (a constant to Dynamo), before
         # Dynamo reads the compiled call it sets.
         if self._compiled is None:
+            from ._tracing import make_compiled_call
+
             self.prepare()
             self._compiled = make_compiled_call(
                 self,

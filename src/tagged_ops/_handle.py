@@ -20,9 +20,9 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
-from . import _by_name, _compat, _names
+from . import _compat, _names
 from ._contract import Kind, autograd_refusal, fake_registration_warning
-from ._definition import VMAP_KEY, Definition, Devices
+from ._definition import Definition, Devices
 
 __all__ = ["Devices", "TaggedOp", "is_native"]
 
@@ -193,13 +193,7 @@ class TaggedOp:
         >>> sin_out.paired  # defined without pair=True
         False
         """
-        if not (self.is_native and self.kind == "out"):
-            return False
-        try:
-            functional = _compat.lookup_op(_compat.schema_of(self.opoverload).name)
-        except (AttributeError, RuntimeError):  # no functional op in the packet
-            return False
-        return _compat.to_out_variant(functional) is self.opoverload
+        return self._definition.paired()
 
     # -- registrations, mirroring torch.library.CustomOpDef ----------------------
 
@@ -332,16 +326,7 @@ class TaggedOp:
             """
 
             def inner(f: F) -> F:
-                rule: Callable[..., Any] = f
-                if not self.is_native:
-
-                    def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
-                        f(mode, func, types, args, kwargs)
-
-                with _by_name.on_the_dispatcher(self.qualname):
-                    torch.library.register_torch_dispatch(
-                        self.qualname, torch_dispatch_class, rule, lib=self._definition.registered.lib
-                    )
+                self._definition.register_torch_dispatch(torch_dispatch_class, f)
                 return f
 
             return inner if fn is None else inner(fn)
@@ -366,17 +351,7 @@ class TaggedOp:
             """
 
             def inner(f: F) -> F:
-                rule: Callable[..., Any] = f
-                if not self.is_native:
-
-                    def rule(info: Any, in_dims: Any, *args: Any, **kwargs: Any) -> tuple[None, None]:
-                        f(info, in_dims, *args, **kwargs)
-                        return None, None
-
-                registered = self._definition.registered
-                registered.put_kernel(VMAP_KEY, None)  # the dispatcher holds one Python kernel per key
-                with _by_name.on_the_dispatcher(self.qualname):
-                    torch.library.register_vmap(self.qualname, rule, lib=registered.lib)
+                self._definition.register_vmap(f)
                 return f
 
             return inner if fn is None else inner(fn)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _compat
 from ._contract import tag_for
 from ._definition import Definition
 from ._registration import RegisteredOp
@@ -57,6 +58,15 @@ class NativeDefinition(Definition):
 
     def _untagged_if_defined(self) -> RegisteredOp | None:
         return self._twin
+
+    def paired(self) -> bool:
+        if self.sig.kind != "out":
+            return False
+        try:
+            functional = _compat.lookup_op(_compat.schema_of(self.op).name)
+        except (AttributeError, RuntimeError):  # no functional op in the packet
+            return False
+        return _compat.to_out_variant(functional) is self.op
 
     def recorded_ops(self) -> tuple[Any, ...]:
         return (self.registered.op,) if self._twin is None else (self.registered.op, self._twin.op)

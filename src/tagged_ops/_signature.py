@@ -1,43 +1,67 @@
 """An op's calling convention: its parameters, what it mutates, and the schemas it is registered with.
 
-The user writes the 2.13-style function (or a 2.13 tagged schema string); this
-module turns it into an :class:`OpSignature`: the parameters, which of them are
-mutated, and the two schemas an op can be registered with (natively tagged, or
-the untagged fallback). Both ways in, inferred and ``schema=``, end in the same
-place: a schema that 2.13's rules accepted (``_compat_infer_schema``, ``_contract``),
-parsed once, so every later decision (lowering, functional twin, argument order)
-sees the same thing whatever alias letters the user wrote.
+:class:`OpSignature` holds the parameters (each a :class:`Param`, read from the parsed
+schema), which of them are mutated, and the two schemas an op can be registered
+with (natively tagged, or the untagged fallback); :class:`CallOrder` makes a call
+in one parameter order from a call in another. ``_inference`` makes the signature
+from what the op's author wrote.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from . import _compat
-from ._compat_infer_schema import infer_schema, validate_inplace_schema, validate_out_schema
-from ._contract import Kind, check_mutates_args, refuse_keyword_only_tensors
+from ._contract import Kind
 
 __all__ = [
     "CallOrder",
     "OpSignature",
     "Param",
-    "default_mutates_args",
-    "define_signature",
     "helper_name",
     "join_params",
     "parse_qualname",
 ]
 
 
-# Frozen dataclasses, though creating the two costs an import about 1.4 ms: as NamedTuples
-# (0.3 ms), Dynamo 2.4 cannot read their properties (``mutated_names``) where it traces them.
-@dataclass(frozen=True)
-class Param:
+class _Frozen:
+    """Value objects: compared and hashed by their fields, never changed after ``__init__``.
+
+    Written by hand rather than as frozen dataclasses: making the two dataclasses cost
+    every import about 1.4 ms (dataclass generates and compiles their methods), and
+    as NamedTuples Dynamo 2.4 cannot read their properties (``mutated_names``) where
+    it traces them.
+    """
+
+    #: The fields, in order. Instance attributes, not ``__slots__``: 2.2's Dynamo cannot
+    #: read a slot of an object it traces.
+    _FIELDS: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+    def _init(self, **fields: Any) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+
+class Param(_Frozen):
     """One parameter of the op, read from its parsed schema (``torch._C.Argument``).
 
     Every decision uses the parsed fields; ``type_text`` and ``default_text`` are
@@ -45,14 +69,52 @@ class Param:
     (``torch._C.Argument`` has no constructor before 2.5).
     """
 
+    _FIELDS = (
+        "name",
+        "keyword_only",
+        "mutated",  # written: alias annotation with "!"
+        "is_plain_tensor",  # exactly ``Tensor``: the only type an op may return or write as out=
+        "holds_tensors",  # ``Tensor``, ``Tensor?``, ``Tensor[]``, ...: what autograd looks at
+        "alias",  # "a!" in "Tensor(a!)"
+        "type_text",  # "Tensor", "int[2]", "ScalarType?": the type without its alias annotation
+        "default_text",  # "2", "None", "[1, 2]", or no default
+    )
     name: str
     keyword_only: bool
-    mutated: bool  # written: alias annotation with "!"
-    is_plain_tensor: bool  # exactly ``Tensor``: the only type an op may return or write as out=
-    holds_tensors: bool  # ``Tensor``, ``Tensor?``, ``Tensor[]``, ...: what autograd looks at
-    alias: str | None  # "a!" in "Tensor(a!)"
-    type_text: str  # "Tensor", "int[2]", "ScalarType?": the type without its alias annotation
-    default_text: str | None  # "2", "None", "[1, 2]", or no default
+    mutated: bool
+    is_plain_tensor: bool
+    holds_tensors: bool
+    alias: str | None
+    type_text: str
+    default_text: str | None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        keyword_only: bool,
+        mutated: bool,
+        is_plain_tensor: bool,
+        holds_tensors: bool,
+        alias: str | None,
+        type_text: str,
+        default_text: str | None,
+    ) -> None:
+        self._init(
+            name=name,
+            keyword_only=keyword_only,
+            mutated=mutated,
+            is_plain_tensor=is_plain_tensor,
+            holds_tensors=holds_tensors,
+            alias=alias,
+            type_text=type_text,
+            default_text=default_text,
+        )
+
+    def positional(self) -> Param:
+        """The same parameter, taken positionally (an out buffer in the untagged schema)."""
+        fields = {n: getattr(self, n) for n in self._FIELDS}
+        return Param(**{**fields, "keyword_only": False})
 
     @property
     def has_default(self) -> bool:
@@ -88,14 +150,19 @@ class Param:
         )
 
 
-@dataclass(frozen=True)
-class OpSignature:
+class OpSignature(_Frozen):
     """Everything tagged_ops needs to know about an op's calling convention."""
 
+    _FIELDS = ("qualname", "kind", "params", "python_signature")
     qualname: str
     kind: Kind
     params: tuple[Param, ...]
     python_signature: inspect.Signature  # the user's, for calls and messages
+
+    def __init__(
+        self, qualname: str, kind: Kind, params: tuple[Param, ...], python_signature: inspect.Signature
+    ) -> None:
+        self._init(qualname=qualname, kind=kind, params=params, python_signature=python_signature)
 
     @property
     def namespace(self) -> str:
@@ -143,7 +210,7 @@ class OpSignature:
             return self.params
         required = [p for p in self.params if not p.keyword_only and not p.has_default]
         defaulted = [p for p in self.params if not p.keyword_only and p.has_default]
-        outs = [dataclasses.replace(p, keyword_only=False) for p in self.params if p.keyword_only and p.mutated]
+        outs = [p.positional() for p in self.params if p.keyword_only and p.mutated]
         rest = [p for p in self.params if p.keyword_only and not p.mutated]
         return (*required, *outs, *defaulted, *rest)
 
@@ -231,131 +298,3 @@ def helper_name(opname: str, suffix: str) -> str:
     """
     packet, _, overload = opname.partition(".")
     return f"{packet}{suffix}.{overload}" if overload else f"{packet}{suffix}"
-
-
-def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
-    """The ``mutates_args`` a user means when they give none.
-
-    In-place: the first positional parameter. out=: every keyword-only parameter
-    annotated ``Tensor``.
-    """
-    sig = inspect.signature(fn)
-
-    def is_tensor(ann: Any) -> bool:
-        return ann is torch.Tensor or (isinstance(ann, str) and ann in {"Tensor", "torch.Tensor"})
-
-    if kind == "inplace":
-        # Only a Tensor can be the mutated argument; for anything else the user
-        # gets 2.13's "first positional argument to be a Tensor" error.
-        for p in sig.parameters.values():
-            if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD:
-                return (p.name,) if is_tensor(p.annotation) else ()
-        return ()
-    return tuple(
-        p.name for p in sig.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY and is_tensor(p.annotation)
-    )
-
-
-def define_signature(
-    fn: Callable[..., Any] | None,
-    qualname: str,
-    kind: Kind,
-    mutates_args: str | Iterable[str] | None,
-    schema: str | None,
-) -> OpSignature:
-    """The op's signature, inferred from ``fn`` or read from ``schema=``, with 2.13's checks.
-
-    Raises what ``torch.library.custom_op(qualname, fn, mutates_args=...,
-    tags=<kind's tag>, schema=...)`` raises on 2.13, on every release. With no
-    ``fn`` (a declaration, as ``torch.library.define``), ``schema`` is required.
-    """
-    _, name = parse_qualname(qualname)
-    if schema is None:
-        if fn is None:
-            raise TypeError(f"{qualname}: a declaration without a function needs schema=.")
-        mutates = default_mutates_args(fn, kind) if mutates_args is None else mutates_args
-        text = name + infer_schema(fn, mutates_args=mutates if isinstance(mutates, str) else tuple(mutates), kind=kind)
-        parsed = _compat.parse_schema(text)
-        refuse_keyword_only_tensors(parsed, kind)
-    else:
-        # custom_op-style "(Tensor(a!) x) -> Tensor(a!)", or with the op's name in front
-        written = schema.strip()
-        if not written.startswith("(") and written.split("(", 1)[0].strip() != name:
-            raise ValueError(
-                f"{qualname}: schema= names another op ({written.split('(', 1)[0].strip()!r}); "
-                "write it without a name, as for torch.library.custom_op: '(Tensor(a!) x) -> Tensor(a!)'."
-            )
-        parsed = _compat.parse_schema(f"{name}{written[written.index('(') :]}")
-        if kind == "out":
-            validate_out_schema(parsed)
-        else:
-            refuse_keyword_only_tensors(parsed, kind)  # before the tag's rules, as custom_op(schema=)
-            validate_inplace_schema(parsed)
-        check_mutates_args(parsed, mutates_args, schema)
-    return _signature_from_schema(fn, qualname, kind, parsed)
-
-
-#: The prefix of every name tagged_ops' generated code uses besides the user's parameters.
-RESERVED_PREFIX = "_tagged_ops_"
-
-
-def _signature_from_schema(fn: Callable[..., Any] | None, qualname: str, kind: Kind, parsed: Any) -> OpSignature:
-    # torch's own printing of the parsed schema: one text per argument, "*" aside
-    printed = str(parsed)
-    arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
-    texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
-    params = tuple(Param.from_argument(a, t) for a, t in zip(parsed.arguments, texts, strict=True))
-    reserved = [p.name for p in params if p.name.startswith(RESERVED_PREFIX)]
-    if reserved:
-        raise ValueError(
-            f"{qualname}: parameter names starting with {RESERVED_PREFIX!r} are tagged_ops' own "
-            f"(the generated call uses them); rename {', '.join(reserved)}."
-        )
-    python_signature = inspect.signature(fn) if fn is not None else _python_signature(parsed.arguments)
-    sig = OpSignature(qualname, kind, params, python_signature)
-    # Params keep torch's printing of each argument to write schemas back out: check that what
-    # they write parses to the schema they were read from, before anything is registered.
-    rendered = str(_compat.parse_schema(sig.native_schema()))
-    if rendered != printed:
-        raise RuntimeError(
-            f"{qualname}: tagged_ops wrote the schema {printed!r} back as {rendered!r}; this is a bug in "
-            "tagged_ops, please report it with the schema."
-        )
-    return sig
-
-
-def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
-    """A declared op's Python signature, read from its schema: names, keyword-only, defaults."""
-    kinds = {True: inspect.Parameter.KEYWORD_ONLY, False: inspect.Parameter.POSITIONAL_OR_KEYWORD}
-    return inspect.Signature(
-        [
-            inspect.Parameter(
-                a.name,
-                kinds[bool(a.kwarg_only)],
-                default=a.default_value if a.has_default_value() else inspect.Parameter.empty,
-            )
-            for a in arguments
-        ]
-    )
-
-
-def _split_top_level(s: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth, quote = 0, ""
-    for ch in s:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    parts.append("".join(cur))
-    return parts
