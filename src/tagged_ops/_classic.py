@@ -9,9 +9,11 @@ installs them for programs that call it, as its first trace would for a tagged o
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _compat, _fixes
+from . import _compat, _compat_compiler, _fixes
 
 if TYPE_CHECKING:
     from ._fixes import Op
@@ -20,6 +22,8 @@ __all__ = ["adopt_classic"]
 
 #: every op adopted so far: the fixes are asked once per op
 _ADOPTED: set[Any] = set()
+#: adopted ops whose fixes wait for torch's compiler to be imported
+_WAITING: list[_Classic] = []
 
 
 class _Classic:
@@ -69,4 +73,23 @@ def adopt_classic(op: str | _compat.OpOverload) -> None:
             "adopt the ops that mutate."
         )
     _ADOPTED.add(overload)
-    _fixes.at_first_trace(cast("Op", _Classic(overload)))
+    _WAITING.append(_Classic(overload))
+    if any(name in sys.modules for name in _compat_compiler.COMPILER_MODULES):
+        _install_waiting(None)
+    else:
+        _wait_for_the_compiler()
+
+
+@functools.cache
+def _wait_for_the_compiler() -> None:
+    """Once per process: the fixes' modules load (and wait for what they patch) when torch's compiler
+    does; a library that adopts ops at import, in a process that never compiles, loads none of them."""
+    for name in _compat_compiler.COMPILER_MODULES:
+        _fixes.when_imported(name, _install_waiting)
+
+
+def _install_waiting(_module: object) -> None:
+    waiting = list(_WAITING)
+    _WAITING.clear()
+    for classic in waiting:
+        _fixes.at_first_trace(cast("Op", classic))

@@ -135,17 +135,19 @@ def _hooks(fixes: Sequence[str], name: str) -> tuple[Callable[..., Any], ...]:
     return tuple(hook for module in modules if (hook := getattr(module, name, None)) is not None)
 
 
-_AT_DEFINITION = _hooks([fix for fix in FIXES if fix in AT_DEFINITION], "at_definition")
-
-
 @functools.cache
 def _all_hooks(name: str) -> tuple[Callable[..., Any], ...]:
     return _hooks(list(FIXES), name)
 
 
 def at_definition(op: Op) -> None:
-    for hook in _AT_DEFINITION:
+    for hook in _definition_hooks():
         hook(op)
+
+
+@functools.cache
+def _definition_hooks() -> tuple[Callable[..., Any], ...]:
+    return _hooks(AT_DEFINITION, "at_definition")
 
 
 def at_first_trace(op: Op) -> None:
