@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),  # one definition; one name's life, and what torch.library finds by it
     ("_native", "_fallback"),  # the two paths
     ("_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
-    ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing"),  # tools on top
+    ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing", "audit"),  # tools on top
 )
 MAX_LINES = 400
 #: Modules let past MAX_LINES: the infer_schema backport stays diffable against torch's own.

@@ -21,7 +21,7 @@ import functools
 import importlib
 import inspect
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -37,6 +37,8 @@ if not (hasattr(torch.library, "register_fake") or hasattr(torch.library, "impl_
 
 #: ``torch._ops.OpOverload``: the type of ``torch.ops.<ns>.<name>.<overload>`` (for annotations).
 OpOverload = torch._ops.OpOverload
+#: ``torch._ops.OpOverloadPacket``: the type of ``torch.ops.<ns>.<name>``.
+OpOverloadPacket = torch._ops.OpOverloadPacket
 
 
 def schema_of(op: Any) -> Any:
@@ -100,6 +102,30 @@ else:
         namespace, name = parse_namespace(qualname)
         packet, _, overload = name.partition(".")
         return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+# -- the tensors torch's tracers make (every release) -----------------------------------
+# Breakpoint: none; FakeTensor lives in torch._subclasses, FunctionalTensor there or in torch._functorch.
+
+
+def is_tracer_tensor(t: torch.Tensor) -> bool:
+    """Whether ``t`` is one of the tensors torch's tracers make (fake, functional): no values of its own."""
+    return type(t).__module__.startswith(("torch._subclasses", "torch._functorch"))
+
+
+# -- torch._C._jit_resolve_packet (every release) --------------------------------------
+# Breakpoint: none in the matrix (2.2-2.15 all have it): the dispatcher's own overload resolution.
+
+
+def packet_name(packet: Any) -> str:
+    """``"ns::name"`` of an ``OpOverloadPacket`` (``torch.ops.ns.name``)."""
+    return str(packet._qualified_op_name)
+
+
+def resolve_overload(packet: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """The ``OpOverload`` of ``packet`` that a call with ``args`` and ``kwargs`` runs, as torch picks it."""
+    overload = torch._C._jit_resolve_packet(packet_name(packet), *args, **kwargs)
+    return getattr(packet, overload or "default")
 
 
 # -- torch._library.utils.is_tensor_like_type / is_tensorlist_like_type (2.4) ---------

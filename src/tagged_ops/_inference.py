@@ -17,7 +17,7 @@ from ._compat_infer_schema import infer_schema, validate_inplace_schema, validat
 from ._contract import Kind, check_mutates_args, refuse_keyword_only_tensors
 from ._signature import OpSignature, Param, parse_qualname
 
-__all__ = ["RESERVED_PREFIX", "default_mutates_args", "define_signature"]
+__all__ = ["RESERVED_PREFIX", "default_mutates_args", "define_signature", "split_top_level"]
 
 
 def default_mutates_args(fn: Callable[..., Any], kind: Kind) -> tuple[str, ...]:
@@ -90,7 +90,7 @@ def _signature_from_schema(fn: Callable[..., Any] | None, qualname: str, kind: K
     # torch's own printing of the parsed schema: one text per argument, "*" aside
     printed = str(parsed)
     arg_list = printed[printed.index("(") + 1 : printed.rindex(")", 0, printed.rindex("->"))]
-    texts = [t.strip() for t in _split_top_level(arg_list) if t.strip() not in ("*", "")]
+    texts = [t.strip() for t in split_top_level(arg_list) if t.strip() not in ("*", "")]
     params = tuple(Param.from_argument(a, t) for a, t in zip(parsed.arguments, texts, strict=True))
     reserved = [p.name for p in params if p.name.startswith(RESERVED_PREFIX)]
     if reserved:
@@ -126,7 +126,8 @@ def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
     )
 
 
-def _split_top_level(s: str) -> list[str]:
+def split_top_level(s: str) -> list[str]:
+    """``s`` split at the commas outside brackets and quotes: a printed schema's arguments, one each."""
     parts: list[str] = []
     cur: list[str] = []
     depth, quote = 0, ""

@@ -1,0 +1,54 @@
+"""Which of a library's ops hide what their kernels do, learned from the library's own test suite.
+
+    python -m tagged_ops.audit NAMESPACE [NAMESPACE ...] [--json FILE] -- PYTEST_ARGS...
+
+runs the suite in this process with every Python call of an op in those namespaces
+watched (ops registered in C++ or Python, any overload, through ``torch.ops`` or a
+tagged_ops handle): which tensor arguments its kernel wrote, whether their new
+contents depended on the old (add-into or overwrite), which arguments a returned
+tensor shares memory with, and which declared writes never happened. It prints a
+table with a verdict and the suggested tagged_ops declaration per op, and with
+``--json`` writes the same for a program. The suite's own results are unchanged:
+the watched call runs as it would, and the audit learns the rest from reruns on
+copies. Calls made from C++ are not watched, nor is tracing (Dynamo, fake tensors);
+compiled code that calls an op from Python at run time is watched like any call.
+
+In Python, :class:`Audit` is the same watch as a context manager::
+
+    with tagged_ops.audit.Audit(["mylib"]) as audit:
+        run_my_tests()
+    print(audit.report.table())
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Sequence
+
+from ._observe import Call, Watch
+from ._report import ADOPTING_GUIDE, OpAudit, Report
+
+__all__ = ["ADOPTING_GUIDE", "Audit", "Call", "OpAudit", "Report"]
+
+
+class Audit:
+    """Watches the ops of ``namespaces`` while active; :attr:`report` holds what every call showed.
+
+    Enter it as often as needed (per test, say): the report keeps adding up.
+    """
+
+    def __init__(self, namespaces: Sequence[str]) -> None:
+        if isinstance(namespaces, str):
+            namespaces = [namespaces]
+        self.report = Report()
+        self._namespaces = tuple(namespaces)
+
+    def __enter__(self) -> Audit:
+        self._watch = Watch(self._namespaces, self.report.add)
+        self._watch.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self._watch.__exit__(kind, error, traceback)
