@@ -18,9 +18,13 @@ and times eager calls through the public functions (best of ``--repeat``
 processes each: on a loaded machine, the best of three moved a ratio by 2x between runs);
 then it runs the tests on each; the ported build also runs ``test_compiled.py`` (every
 public function compiled with ``fullgraph=True`` against eager, ``opcheck`` of every
-declared op). It writes both tallies, every test whose
-outcome changed, the measurements and the ratios to ``RESULT_JSON``, and exits 1 when a test
-passes unported and fails ported, or a compiled case fails.
+declared op). Last, each build's suite runs once more plainly and once under
+``python -m tagged_ops.audit torch_scatter`` (one process each): the audit of the unported
+build must name every op the port changed, with the port's choice of tag, and find every
+ported op honest (``RESULT_JSON``'s stem + ``-audit.json`` holds both reports). It writes both
+tallies, every test whose outcome changed, the measurements and the ratios to ``RESULT_JSON``,
+and exits 1 when a test passes unported and fails ported, a compiled case fails, the audit
+disagrees with the port, or the audit changed a test's outcome.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +161,56 @@ def _run_tests(tests: list[str], label: str, env: dict[str, str], workers: str) 
     return _junit.outcomes(junit)
 
 
+def _audit(tests: list[str], label: str, env: dict[str, str]) -> dict[str, Any]:
+    """The suite once plainly and once under ``python -m tagged_ops.audit torch_scatter`` (one process
+    each: the audit watches its own): the report, both tallies and both times."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"ts-audit-{label}-"))
+    common = [*tests, "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    runs: dict[str, Any] = {}
+    for how, prefix in (("plain", ["-m", "pytest"]), ("audited", ["-m", "tagged_ops.audit", "torch_scatter"])):
+        junit = scratch / f"{how}.xml"
+        extra = ["--json", str(scratch / "report.json"), "--"] if how == "audited" else []
+        command = [sys.executable, *prefix, *extra, *common, f"--junitxml={junit}"]
+        print(f"[{label}]", " ".join(command), flush=True)
+        start = time.perf_counter()
+        subprocess.run(command, env=env, check=False, cwd=tempfile.gettempdir())
+        runs[how] = {"seconds": round(time.perf_counter() - start, 1), "tally": _junit.tally(_junit.outcomes(junit))}
+    report = json.loads((scratch / "report.json").read_text())
+    return {
+        "ops": report["ops"],
+        "same_outcomes": runs["plain"]["tally"] == runs["audited"]["tally"],
+        "tally": runs["audited"]["tally"],
+        "seconds": {how: run["seconds"] for how, run in runs.items()},
+        "ratio_seconds": round(runs["audited"]["seconds"] / runs["plain"]["seconds"], 2),
+    }
+
+
+#: where the port puts each kind of op the audit suggests, from the unported op's name
+_PORTED_NAME = {"inplace": "{}_.default", "mutates_args": "{}_.default", "out": "{}.out"}
+
+
+def _disagreements(unported: list[dict[str, Any]], ported: list[dict[str, Any]]) -> list[str]:
+    """Where the audit of unported torch_scatter and the port differ, op by op (empty: they agree).
+
+    Each op the audit says to port must exist in the port under its kind's name, and the
+    audit of the ported build must find it doing what the unported op did (the same
+    suggestion) and declaring it (honest); every ported op must be honest."""
+    found = {op["op"]: op for op in ported}
+    problems = []
+    for op in unported:
+        suggestion = op["suggestion"]
+        if suggestion in (None, "functional"):
+            continue
+        name = _PORTED_NAME[suggestion].format(op["op"].removesuffix(".default"))
+        twin = found.get(name)
+        if twin is None:
+            problems.append(f"{op['op']}: the audit says {suggestion}; the port's suite never calls {name}")
+        elif twin["suggestion"] != suggestion:
+            problems.append(f"{op['op']}: the audit says {suggestion}; the port's {name} does {twin['suggestion']}")
+    problems += [f"{op['op']}: {op['verdict']} after the port" for op in ported if op["verdict"] != "honest"]
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("source", type=Path)
@@ -226,6 +281,18 @@ def main() -> int:
         outcomes[label] = _run_tests(tests, label, run_env, args.workers)
         if label == "ported":
             outcomes["compiled"] = _run_tests([str(COMPILED_TESTS)], "compiled", run_env, args.workers)
+    # the audit of each build, as an adopter runs it: its report must agree with the port op by op
+    audits = {label: _audit(tests, label, run_env) for label, run_env in envs.items()}
+    disagreements = _disagreements(audits["unported"]["ops"], audits["ported"]["ops"])
+    audit_file = args.result.with_name(args.result.stem + "-audit.json")
+    audit_file.parent.mkdir(parents=True, exist_ok=True)
+    audit_file.write_text(json.dumps({"torch": result["torch"], "commit": result["commit"], **audits}, indent=1) + "\n")
+    result["audit"] = {
+        "report": audit_file.name,
+        "disagreements": disagreements,
+        "same_outcomes": all(a["same_outcomes"] for a in audits.values()),
+        "ratio_seconds": {label: a["ratio_seconds"] for label, a in audits.items()},
+    }
     unported, ported = outcomes["unported"], outcomes["ported"]
     result["unported"] = _junit.tally(unported)
     result["ported"] = _junit.tally(ported)
@@ -244,7 +311,8 @@ def main() -> int:
     print(json.dumps(result, indent=1, sort_keys=True))
     # torch_scatter 2.1.2 fails one of its own tests unported (test_logsumexp_out): no test may do worse
     worse = any(change.endswith("-> failed") for change in result["changed"].values())  # type: ignore[attr-defined]
-    return 1 if worse or not unported or result["compiled"]["failed"] else 0  # type: ignore[index]
+    audit_wrong = disagreements or not result["audit"]["same_outcomes"]  # type: ignore[index]
+    return 1 if worse or not unported or result["compiled"]["failed"] or audit_wrong else 0  # type: ignore[index]
 
 
 if __name__ == "__main__":

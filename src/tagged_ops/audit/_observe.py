@@ -66,13 +66,15 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
-def _other_contents(t: torch.Tensor) -> torch.Tensor:
-    """A copy of ``t`` with other values in every element."""
+def _other_contents(t: torch.Tensor) -> list[torch.Tensor]:
+    """Copies of ``t`` with other values in every element: far above and far below them, so that a
+    kernel that keeps the larger (or the smaller) of old and new still shows that it wrote."""
     if t.dtype is torch.bool:
-        return ~t
+        return [~t]
     if t.is_floating_point() or t.is_complex():
-        return torch.where(t == 0, torch.ones_like(t), t * 2 + 1)
-    return t + 1
+        step = (t.abs() + 1) * 1000
+        return [t + step, t - step]
+    return [t + 1, t - 1]
 
 
 def _storage(t: torch.Tensor) -> int:
@@ -140,10 +142,11 @@ def observe(op: Any, args: Sequence[Any], kwargs: dict[str, Any], record: Callab
                         readable = t.is_floating_point() or t.is_complex() or t.dtype is torch.bool
                         if not changed and not readable and name not in _declared_writes(schema):
                             continue  # an index tensor left as it was: other contents could fault the kernel
-                        other = _other_contents(before[name])
-                        got = rerun({name: other})[name]
-                        if changed or not _same(got, other):
-                            call.writes[name] = "overwrites" if _same(got, after[name]) else "updates"
+                        others = _other_contents(before[name])
+                        got = [rerun({name: other})[name] for other in others]
+                        if changed or not all(_same(g, other) for g, other in zip(got, others, strict=True)):
+                            independent = all(_same(g, after[name]) for g in got)
+                            call.writes[name] = "overwrites" if independent else "updates"
             except Exception as e:  # noqa: BLE001 - the kernel's failure on a copy is what is recorded
                 call.problem = f"the kernel failed on a copy of the arguments ({type(e).__name__}: {e})"[:300]
     finally:
