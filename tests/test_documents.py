@@ -95,7 +95,13 @@ def test_every_code_block_of_a_page_runs(path: str, ns: str, page: str) -> None:
 
 
 #: The public modules: every name they export has an entry in docs/api.md with an example.
-PUBLIC_MODULES = ("tagged_ops", "tagged_ops.testing", "tagged_ops.testing.nox", "tagged_ops.cpp_extension")
+PUBLIC_MODULES = (
+    "tagged_ops",
+    "tagged_ops.testing",
+    "tagged_ops.testing.nox",
+    "tagged_ops.cpp_extension",
+    "tagged_ops.audit",
+)
 _ENTRY = re.compile(r"^\.\. (auto\w+|py:\w+):: ([\w.]+)", re.M)
 
 

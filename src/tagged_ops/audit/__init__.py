@@ -25,16 +25,29 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Sequence
 
-from ._observe import Call, Watch
-from ._report import ADOPTING_GUIDE, OpAudit, Report
+from ._observe import Watch
+from ._report import OpAudit, Report
 
-__all__ = ["ADOPTING_GUIDE", "Audit", "Call", "OpAudit", "Report"]
+__all__ = ["Audit", "OpAudit", "Report"]
 
 
 class Audit:
     """Watches the ops of ``namespaces`` while active; :attr:`report` holds what every call showed.
 
     Enter it as often as needed (per test, say): the report keeps adding up.
+
+    >>> from tagged_ops.audit import Audit
+    >>> lib = torch.library.Library("docs_audit", "DEF")
+    >>> _ = lib.define("add_into(Tensor src, Tensor? out=None) -> Tensor")  # says nothing of a write
+    >>> def add_into(src, out=None):
+    ...     return src.clone() if out is None else out.add_(src)
+    >>> lib.impl("add_into", add_into, "CompositeExplicitAutograd")
+    >>> with Audit(["docs_audit"]) as audit:
+    ...     _ = torch.ops.docs_audit.add_into(torch.ones(2))
+    ...     _ = torch.ops.docs_audit.add_into(torch.ones(2), torch.zeros(2))
+    >>> entry = audit.report.ops["docs_audit::add_into.default"]
+    >>> entry.verdict, entry.writes, entry.suggestion
+    ('hides writes', {'out': 'updates'}, 'inplace')
     """
 
     def __init__(self, namespaces: Sequence[str]) -> None:

@@ -32,7 +32,20 @@ def _base(argument: str) -> str:
 
 
 class OpAudit:
-    """Every call of one op, summed up."""
+    """Every call of one op, summed up: what the audit concludes about it.
+
+    ``writes`` maps each argument a call wrote (as the schema names it) to ``"updates"``
+    (its new contents depended on the old: add-into, a partial write) or ``"overwrites"``;
+    :attr:`verdict` is ``"honest"``, ``"hides writes"``, ``"declares writes it never made"``,
+    ``"hides an alias"`` or ``"not observed"`` (``problems`` says why); :attr:`suggestion`
+    is what to declare it as, and :meth:`declaration` the code.
+
+    >>> entry = audit.report.ops["docs_audit::add_into.default"]  # the example of Audit
+    >>> entry.calls, entry.undeclared_writes, entry.aliases
+    (2, ['out'], {'out': None})
+    >>> print(entry.declaration())
+    tagged_ops.declare_inplace("docs_audit::add_into_", "(Tensor(a!) out, Tensor src) -> Tensor(a!)")
+    """
 
     def __init__(self, op: str, schema: Any) -> None:
         self.op = op
@@ -163,7 +176,15 @@ def _written_text(text: str, letter: str) -> str:
 
 
 class Report:
-    """The audit's findings, op by op, in the order the ops were first called."""
+    """The audit's findings, op by op (:class:`OpAudit`), in the order the ops were first called.
+
+    >>> list(audit.report.ops)  # the example of Audit
+    ['docs_audit::add_into.default']
+    >>> audit.report.to_json()["ops"][0]["suggestion"]
+    'inplace'
+    >>> print(audit.report.table().splitlines()[2])
+    | `docs_audit::add_into.default` | 2 (2) | none | out: updates | out | hides writes | inplace |
+    """
 
     def __init__(self) -> None:
         self.ops: dict[str, OpAudit] = {}
