@@ -237,6 +237,22 @@ def _scenarios(mesh: Any, path: str, results: dict[str, Any]) -> None:
             return "2-dimensional mesh" in str(e) and untouched, str(e)[:300]
         return False, "no error"
 
+    def local_map_around_the_ops() -> Result:
+        """The ops on each rank's local shards inside ``local_map``: written in place there."""
+        from torch.distributed.tensor.experimental import local_map
+
+        def body(x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+            assert scale_(x, 3.0) is x and mix_out(x, x, out=o) is o  # plain tensors inside
+            return o
+
+        mapped = local_map(body, out_placements=[Shard(0)], in_placements=([Shard(0)], [Shard(0)]))
+        x, o = dt(base, Shard(0)), dt(torch.zeros(4, 2), Shard(0))
+        r = mapped(x, o)
+        values = [t.full_tensor() for t in (x, o, r)]
+        ok = all(torch.equal(v, want) for v, want in zip(values, (base * 3, base * 9, base * 9), strict=True))
+        return ok and tuple(r.placements) == (Shard(0),), f"values {[v.tolist() for v in values]}"
+
+    _record(results, f"{path}: local_map around the ops", local_map_around_the_ops)
     _record(results, f"{path}: reads are redistributed, writes are not", redistributes_what_it_reads)
     _record(results, f"{path}: a written DTensor on a 2-D mesh is refused", refuses_a_two_dimensional_mesh)
     _record(

@@ -131,6 +131,12 @@ def test_redistribution_and_refusals(ranks: list[dict[str, Any]], case: str, pat
     _assert_scenario(ranks, f"{path}: {case}")
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_local_map_around_the_ops(ranks: list[dict[str, Any]], path: str) -> None:
+    """``local_map`` hands each rank its local shards: the handles write them in place there."""
+    _assert_scenario(ranks, f"{path}: local_map around the ops")
+
+
 def test_a_tensor_parallel_module(ranks: list[dict[str, Any]]) -> None:
     _assert_scenario(ranks, "tensor parallel: colwise, the op on the DTensor activation, rowwise")
 

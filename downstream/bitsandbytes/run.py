@@ -10,8 +10,11 @@ against the installed bitsandbytes as released, applies ``port.patch`` (the port
 docs/adopting.md describes) to the installed copy, runs them again, restores the
 file, and writes both tallies, every test whose outcome changed, and the import cost of
 each (time and RSS of ``import bitsandbytes`` plus a quantize and dequantize on CPU,
-fresh processes, median) to ``RESULT_JSON``. It exits 1 when the ported run passes fewer tests than the unported one
-or fails any. Each run compiles into an Inductor cache of its own (the ported ops
+fresh processes, median) to ``RESULT_JSON``. Each version's tests also run once plainly and once
+under ``python -m tagged_ops.audit bitsandbytes`` (``RESULT_JSON``'s stem + ``-audit.json``):
+bitsandbytes declares what its ops write, so the audit must report nothing hidden. It exits 1
+when the ported run passes fewer tests than the unported one or fails any, when the audit finds
+an op that is not honest, or when it changed a test's outcome. Each run compiles into an Inductor cache of its own (the ported ops
 share names with the unported ones).
 """
 
@@ -31,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
 sys.path.insert(0, str(HERE.parent.parent / "tools"))  # provenance.py, shared with the benchmarks
 
+import _audit  # noqa: E402
 import _junit  # noqa: E402
 import provenance  # noqa: E402
 
@@ -106,6 +110,8 @@ def main() -> int:
 
     unported = _run(args.checkout, "unported", args.workers, {})
     unported_import = _import_cost({}, args.repeat)
+    base_env = {k: v for k, v in os.environ.items() if k != "TAGGED_OPS_FALLBACK"}
+    audits = {"unported": _audit.run(TESTS, "unported", base_env, "bitsandbytes", cwd=str(args.checkout))}
     ops_py = Path(bitsandbytes.__file__).parent / "_ops.py"
     saved = ops_py.with_suffix(".py.unported")
     shutil.copy2(ops_py, saved)
@@ -114,6 +120,7 @@ def main() -> int:
         env = {"TAGGED_OPS_FALLBACK": "1"} if args.fallback else {}
         ported = _run(args.checkout, "ported", args.workers, env)
         ported_import = _import_cost(env, args.repeat)
+        audits["ported"] = _audit.run(TESTS, "ported", {**base_env, **env}, "bitsandbytes", cwd=str(args.checkout))
     finally:
         shutil.move(saved, ops_py)
 
@@ -134,11 +141,27 @@ def main() -> int:
     if "ms" in unported_import and "ms" in ported_import:
         result["ratio_import_ms"] = round(float(ported_import["ms"]) / float(unported_import["ms"]), 3)  # type: ignore[arg-type]
         result["import_mb_added"] = round(float(ported_import["mb"]) - float(unported_import["mb"]), 1)  # type: ignore[arg-type]
+    # bitsandbytes declares what its ops write (mutates_args): the audit must find nothing hidden, before
+    # the port and after
+    audit_file = args.result.with_name(args.result.stem + "-audit.json")
+    _audit.write(audit_file, result, audits)
+    hidden = [
+        f"{label}: {op['op']}: {op['verdict']}"
+        for label, audit in audits.items()
+        for op in audit["ops"]
+        if op["verdict"] not in ("honest", "not observed")
+    ]
+    result["audit"] = {
+        "report": audit_file.name,
+        "not_honest": hidden,
+        "same_outcomes": _audit.same_outcomes(audits),
+        "ratio_seconds": {label: a["ratio_seconds"] for label, a in audits.items()},
+    }
     args.result.parent.mkdir(parents=True, exist_ok=True)
     args.result.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps(result, indent=1, sort_keys=True))
     worse = result["ported"]["passed"] < result["unported"]["passed"] or result["ported"]["failed"] > 0
-    return 1 if worse or not unported else 0
+    return 1 if worse or not unported or hidden or not result["audit"]["same_outcomes"] else 0
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # downstream/_junit.py, shared by both libraries
 sys.path.insert(0, str(HERE.parent.parent / "tools"))  # provenance.py, shared with the benchmarks
 
+import _audit  # noqa: E402
 import _junit  # noqa: E402
 import provenance  # noqa: E402
 
@@ -161,30 +161,6 @@ def _run_tests(tests: list[str], label: str, env: dict[str, str], workers: str) 
     return _junit.outcomes(junit)
 
 
-def _audit(tests: list[str], label: str, env: dict[str, str]) -> dict[str, Any]:
-    """The suite once plainly and once under ``python -m tagged_ops.audit torch_scatter`` (one process
-    each: the audit watches its own): the report, both tallies and both times."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"ts-audit-{label}-"))
-    common = [*tests, "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-    runs: dict[str, Any] = {}
-    for how, prefix in (("plain", ["-m", "pytest"]), ("audited", ["-m", "tagged_ops.audit", "torch_scatter"])):
-        junit = scratch / f"{how}.xml"
-        extra = ["--json", str(scratch / "report.json"), "--"] if how == "audited" else []
-        command = [sys.executable, *prefix, *extra, *common, f"--junitxml={junit}"]
-        print(f"[{label}]", " ".join(command), flush=True)
-        start = time.perf_counter()
-        subprocess.run(command, env=env, check=False, cwd=tempfile.gettempdir())
-        runs[how] = {"seconds": round(time.perf_counter() - start, 1), "tally": _junit.tally(_junit.outcomes(junit))}
-    report = json.loads((scratch / "report.json").read_text())
-    return {
-        "ops": report["ops"],
-        "same_outcomes": runs["plain"]["tally"] == runs["audited"]["tally"],
-        "tally": runs["audited"]["tally"],
-        "seconds": {how: run["seconds"] for how, run in runs.items()},
-        "ratio_seconds": round(runs["audited"]["seconds"] / runs["plain"]["seconds"], 2),
-    }
-
-
 #: where the port puts each kind of op the audit suggests, from the unported op's name
 _PORTED_NAME = {"inplace": "{}_.default", "mutates_args": "{}_.default", "out": "{}.out"}
 
@@ -282,15 +258,15 @@ def main() -> int:
         if label == "ported":
             outcomes["compiled"] = _run_tests([str(COMPILED_TESTS)], "compiled", run_env, args.workers)
     # the audit of each build, as an adopter runs it: its report must agree with the port op by op
-    audits = {label: _audit(tests, label, run_env) for label, run_env in envs.items()}
+    audits = {label: _audit.run(tests, label, run_env, "torch_scatter") for label, run_env in envs.items()}
     disagreements = _disagreements(audits["unported"]["ops"], audits["ported"]["ops"])
     audit_file = args.result.with_name(args.result.stem + "-audit.json")
     audit_file.parent.mkdir(parents=True, exist_ok=True)
-    audit_file.write_text(json.dumps({"torch": result["torch"], "commit": result["commit"], **audits}, indent=1) + "\n")
+    _audit.write(audit_file, result, audits)
     result["audit"] = {
         "report": audit_file.name,
         "disagreements": disagreements,
-        "same_outcomes": all(a["same_outcomes"] for a in audits.values()),
+        "same_outcomes": _audit.same_outcomes(audits),
         "ratio_seconds": {label: a["ratio_seconds"] for label, a in audits.items()},
     }
     unported, ported = outcomes["unported"], outcomes["ported"]
