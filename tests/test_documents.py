@@ -78,7 +78,7 @@ def test_no_tracked_file_names_a_machine_path() -> None:
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 #: Pages whose Python code blocks run top to bottom, as a reader would run them (docs/adopting.md
 #: has its own test, with its before/after modules).
-PAGES = ("README.md", "docs/quickstart.md", "docs/testing.md")
+PAGES = ("README.md", "docs/index.md", "docs/quickstart.md", "docs/testing.md")
 _KEEP: list[types.ModuleType] = []
 
 
