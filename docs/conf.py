@@ -7,6 +7,11 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import perf_plots  # noqa: E402 - the performance page's plots, drawn from results/ at every build
+
+perf_plots.main([os.path.join(os.path.dirname(__file__), "_generated")])
 
 project = "tagged_ops"
 author = "tagged_ops contributors"
@@ -20,7 +25,7 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated"]
 myst_heading_anchors = 3
 
 html_theme = "furo"

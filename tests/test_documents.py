@@ -132,3 +132,19 @@ def test_every_public_name_has_an_entry_with_an_example(module_name: str) -> Non
         if ">>>" not in text:
             lacking.append(f"{qualified}: its entry has no example (>>>)")
     assert lacking == []
+
+
+def test_the_performance_page_plots_every_benchmarked_release() -> None:
+    """docs/performance.md shows tools/perf_plots.py's SVGs, one bar per release and series measured."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import perf_plots
+    finally:
+        sys.path.pop(0)
+    plots = perf_plots.plots()
+    page = (ROOT / "docs" / "performance.md").read_text()
+    assert sorted(re.findall(r"\(_generated/(\w+\.svg)\)", page)) == sorted(plots)
+    eager = perf_plots._load("eager")
+    for release, result in eager.items():
+        assert f">{release}</text>" in plots["eager.svg"]
+        assert f"in-place {release}: {result['ratio_inplace_floor']:.3g}</title>" in plots["eager.svg"]
