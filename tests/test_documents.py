@@ -148,3 +148,19 @@ def test_the_performance_page_plots_every_benchmarked_release() -> None:
     for release, result in eager.items():
         assert f">{release}</text>" in plots["eager.svg"]
         assert f"in-place {release}: {result['ratio_inplace_floor']:.3g}</title>" in plots["eager.svg"]
+
+
+def test_the_site_check_finds_broken_links(tmp_path: Path) -> None:
+    """tools/check_site.py (run by `nox -s docs` on the built site) fails on a missing page or anchor."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import check_site
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "index.html").write_text('<a href="api.html#define">ok</a><a href="gone.html">x</a><img src="p.svg">')
+    (tmp_path / "api.html").write_text('<h2 id="define">Defining</h2><a href="index.html#nowhere">x</a>')
+    (tmp_path / "p.svg").write_text("<svg/>")
+    assert sorted(check_site.broken_links(tmp_path)) == [
+        "api.html: index.html#nowhere: no such anchor",
+        "index.html: gone.html: no such file",
+    ]
