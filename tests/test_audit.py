@@ -159,3 +159,16 @@ def test_workers_are_refused() -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "leave -n out" in done.stderr
+
+
+def test_calls_of_a_kind_seen_often_are_counted_not_observed(ns: str) -> None:
+    """A suite that calls an op thousands of times alike pays for a few observations."""
+    lib = _audit_ops.define(ns)
+    ops = getattr(torch.ops, ns)
+    with Audit([ns], observe_per_kind=5) as audit:
+        for _ in range(30):
+            ops.hidden_add(torch.ones(3), torch.zeros(3))
+        ops.hidden_add(torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))  # another kind
+    entry = audit.report.ops[f"{ns}::hidden_add.default"]
+    assert (entry.calls, entry.observed, entry.writes) == (31, 6, {"out": "updates"})
+    del lib

@@ -30,11 +30,17 @@ from ._report import OpAudit, Report
 
 __all__ = ["Audit", "OpAudit", "Report"]
 
+#: Calls observed per op and kind of call (the rest are counted): see :class:`Audit`.
+OBSERVE_PER_KIND = 20
+
 
 class Audit:
     """Watches the ops of ``namespaces`` while active; :attr:`report` holds what every call showed.
 
-    Enter it as often as needed (per test, say): the report keeps adding up.
+    Enter it as often as needed (per test, say): the report keeps adding up. Of each op, the
+    first ``observe_per_kind`` calls of each kind (which arguments are tensors, their dtypes,
+    ranks and contiguity, the other arguments' values) are observed and the rest only counted,
+    so a suite that calls one op thousands of times alike pays for a few (None: observe all).
 
     >>> from tagged_ops.audit import Audit
     >>> lib = torch.library.Library("docs_audit", "DEF")
@@ -50,14 +56,14 @@ class Audit:
     ('hides writes', {'out': 'updates'}, 'inplace')
     """
 
-    def __init__(self, namespaces: Sequence[str]) -> None:
+    def __init__(self, namespaces: Sequence[str], *, observe_per_kind: int | None = OBSERVE_PER_KIND) -> None:
         if isinstance(namespaces, str):
             namespaces = [namespaces]
         self.report = Report()
         self._namespaces = tuple(namespaces)
+        self._watch = Watch(self._namespaces, self.report.add, observe_per_kind)
 
     def __enter__(self) -> Audit:
-        self._watch = Watch(self._namespaces, self.report.add)
         self._watch.__enter__()
         return self
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from . import Audit
+from . import OBSERVE_PER_KIND, Audit
 
 
 class _Plugin:
@@ -36,11 +36,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("namespaces", nargs="+", metavar="NAMESPACE", help="the op namespaces to watch")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    parser.add_argument(
+        "--observe",
+        type=int,
+        default=OBSERVE_PER_KIND,
+        metavar="N",
+        help=f"calls observed per op and kind of call, the rest only counted (default {OBSERVE_PER_KIND}; 0: all)",
+    )
     args = parser.parse_args(ours)
     if any(a in ("-n", "--numprocesses") or a.startswith(("-n=", "--numprocesses=")) for a in pytest_args):
         parser.error("the audit watches this process only: leave -n out of the pytest arguments (or pass -n 0)")
 
-    audit = Audit(args.namespaces)
+    audit = Audit(args.namespaces, observe_per_kind=args.observe or None)
     start = time.perf_counter()
     code = pytest.main(pytest_args, plugins=[_Plugin(audit)])
     elapsed = time.perf_counter() - start

@@ -12,6 +12,7 @@ kernel that gives other values on an identical rerun, a kernel that fails on a c
 
 from __future__ import annotations
 
+import collections
 from typing import Any, Callable, Sequence
 
 import torch
@@ -34,6 +35,7 @@ class Call:
         self.aliases: tuple[str, ...] = ()  # arguments a returned tensor shares memory with
         self.fresh_outputs = 0  # returned tensors that share memory with no argument
         self.problem: str | None = None  # why the call could not be observed
+        self.counted_only = False  # enough calls of its kind were observed: this one was only counted
 
 
 def _tensor_arguments(schema: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -169,6 +171,16 @@ def _swap(value: Any, name: str, copies: dict[str, torch.Tensor]) -> Any:
     return value
 
 
+def _kind(value: Any) -> Any:
+    """What tells two calls of an op apart for the audit: which arguments are tensors, of what dtype,
+    rank and layout (contiguous or not); the values of everything else."""
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, value.dim(), value.is_contiguous(), value.device.type)
+    if isinstance(value, (list, tuple)):
+        return tuple(_kind(v) for v in value)
+    return value if isinstance(value, (int, float, bool, str, type(None))) else type(value).__name__
+
+
 def _traced(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """A call on the tensors torch's tracers make (fake, functional): tracing, not a call to observe."""
     tensors = _leaves(list(args)) + _leaves(list(kwargs.values()))
@@ -180,10 +192,12 @@ class Watch(TorchFunctionMode):
     ``torch.ops.ns.name.overload``, a tagged_ops handle's call). Calls made while Dynamo traces are
     left alone."""
 
-    def __init__(self, namespaces: Sequence[str], record: Callable[[Call], None]) -> None:
+    def __init__(self, namespaces: Sequence[str], record: Callable[[Call], None], per_kind: int | None) -> None:
         super().__init__()
         self.namespaces = frozenset(namespaces)
         self.record = record
+        self.per_kind = per_kind  # calls observed per op and kind of call; None: every call
+        self.kinds: collections.Counter[tuple[Any, ...]] = collections.Counter()
 
     def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -191,6 +205,14 @@ class Watch(TorchFunctionMode):
             return func(*args, **kwargs)
         op = self._audited(func, args, kwargs)
         if op is None or _traced(args, kwargs):
+            return func(*args, **kwargs)
+        kind = (op, *(_kind(v) for v in args), *((k, _kind(v)) for k, v in kwargs.items()))
+        self.kinds[kind] += 1
+        if self.per_kind is not None and self.kinds[kind] > self.per_kind:
+            schema = _compat.schema_of(op)
+            call = Call(f"{schema.name}.{schema.overload_name or 'default'}", schema)
+            call.counted_only = True
+            self.record(call)
             return func(*args, **kwargs)
         return observe(op, args, kwargs, self.record)
 

@@ -60,6 +60,8 @@ class OpAudit:
 
     def add(self, call: Call) -> None:
         self.calls += 1
+        if call.counted_only:
+            return
         if call.problem is not None:
             self.problems[call.problem] += 1
             return
