@@ -172,3 +172,16 @@ def test_calls_of_a_kind_seen_often_are_counted_not_observed(ns: str) -> None:
     entry = audit.report.ops[f"{ns}::hidden_add.default"]
     assert (entry.calls, entry.observed, entry.writes) == (31, 6, {"out": "updates"})
     del lib
+
+
+def test_skipped_ops_are_counted_and_never_rerun(ns: str) -> None:
+    """An op whose effects reach beyond its arguments (a collective) must not run twice: named in skip."""
+    lib = _audit_ops.define(ns)
+    with Audit([ns], skip=[f"{ns}::once_out"]) as audit:
+        o = torch.empty(2)
+        getattr(torch.ops, ns).once_out(torch.ones(2), out=o)  # fails on any second run
+    entry = audit.report.ops[f"{ns}::once_out.default"]
+    assert entry.calls == 1 and entry.observed == 0 and entry.verdict == "not observed"
+    assert list(entry.problems) == ["skipped: the op is not rerun (named in skip)"]
+    assert torch.equal(o, torch.ones(2))
+    del lib

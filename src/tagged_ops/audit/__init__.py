@@ -42,6 +42,11 @@ class Audit:
     ranks and contiguity, the other arguments' values) are observed and the rest only counted,
     so a suite that calls one op thousands of times alike pays for a few (None: observe all).
 
+    The audit reruns each observed op on copies of its arguments: name in ``skip``
+    (``"ns::name"`` or ``"ns::name.overload"``) every op whose effects reach beyond its
+    arguments (a collective that other ranks must join, a write to a file or a global cache);
+    their calls are counted, never rerun.
+
     >>> from tagged_ops.audit import Audit
     >>> lib = torch.library.Library("docs_audit", "DEF")
     >>> _ = lib.define("add_into(Tensor src, Tensor? out=None) -> Tensor")  # says nothing of a write
@@ -56,12 +61,18 @@ class Audit:
     ('hides writes', {'out': 'updates'}, 'inplace')
     """
 
-    def __init__(self, namespaces: Sequence[str], *, observe_per_kind: int | None = OBSERVE_PER_KIND) -> None:
+    def __init__(
+        self,
+        namespaces: Sequence[str],
+        *,
+        observe_per_kind: int | None = OBSERVE_PER_KIND,
+        skip: Sequence[str] = (),
+    ) -> None:
         if isinstance(namespaces, str):
             namespaces = [namespaces]
         self.report = Report()
         self._namespaces = tuple(namespaces)
-        self._watch = Watch(self._namespaces, self.report.add, observe_per_kind)
+        self._watch = Watch(self._namespaces, self.report.add, observe_per_kind, skip)
 
     def __enter__(self) -> Audit:
         self._watch.__enter__()

@@ -43,11 +43,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help=f"calls observed per op and kind of call, the rest only counted (default {OBSERVE_PER_KIND}; 0: all)",
     )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        metavar="OP",
+        help="ops never rerun, only counted (ns::name or ns::name.overload): collectives, ops with other effects",
+    )
     args = parser.parse_args(ours)
     if any(a in ("-n", "--numprocesses") or a.startswith(("-n=", "--numprocesses=")) for a in pytest_args):
         parser.error("the audit watches this process only: leave -n out of the pytest arguments (or pass -n 0)")
 
-    audit = Audit(args.namespaces, observe_per_kind=args.observe or None)
+    audit = Audit(args.namespaces, observe_per_kind=args.observe or None, skip=args.skip)
     start = time.perf_counter()
     code = pytest.main(pytest_args, plugins=[_Plugin(audit)])
     elapsed = time.perf_counter() - start

@@ -192,10 +192,17 @@ class Watch(TorchFunctionMode):
     ``torch.ops.ns.name.overload``, a tagged_ops handle's call). Calls made while Dynamo traces are
     left alone."""
 
-    def __init__(self, namespaces: Sequence[str], record: Callable[[Call], None], per_kind: int | None) -> None:
+    def __init__(
+        self,
+        namespaces: Sequence[str],
+        record: Callable[[Call], None],
+        per_kind: int | None,
+        skip: Sequence[str] = (),
+    ) -> None:
         super().__init__()
         self.namespaces = frozenset(namespaces)
         self.record = record
+        self.skip = frozenset(skip)  # "ns::name" or "ns::name.overload": counted, never rerun
         self.per_kind = per_kind  # calls observed per op and kind of call; None: every call
         self.kinds: collections.Counter[tuple[Any, ...]] = collections.Counter()
 
@@ -206,11 +213,17 @@ class Watch(TorchFunctionMode):
         op = self._audited(func, args, kwargs)
         if op is None or _traced(args, kwargs):
             return func(*args, **kwargs)
+        schema = _compat.schema_of(op)
+        name = f"{schema.name}.{schema.overload_name or 'default'}"
+        if name in self.skip or schema.name in self.skip:
+            call = Call(name, schema)
+            call.problem = "skipped: the op is not rerun (named in skip)"
+            self.record(call)
+            return func(*args, **kwargs)
         kind = (op, *(_kind(v) for v in args), *((k, _kind(v)) for k, v in kwargs.items()))
         self.kinds[kind] += 1
         if self.per_kind is not None and self.kinds[kind] > self.per_kind:
-            schema = _compat.schema_of(op)
-            call = Call(f"{schema.name}.{schema.overload_name or 'default'}", schema)
+            call = Call(name, schema)
             call.counted_only = True
             self.record(call)
             return func(*args, **kwargs)
