@@ -347,13 +347,16 @@ def _downstream() -> list[str]:
         "the unported build declares nothing in Python), and the RSS the port adds; eager call:",
         "the slowest ratio, ported / unported, of six eager calls through its Python API (`run.py` lists them;",
         'both builds installed side by side and measured in alternating fresh processes; "seq.": one build',
-        "measured after the other, minutes apart, so machine load moves the ratio); commit: the tagged_ops",
-        "measured.",
+        "measured after the other, minutes apart, so machine load moves the ratio); audit: the library's tests",
+        "once more under `python -m tagged_ops.audit` per build, whether its report agrees with the port op by op",
+        "(torch_scatter) or finds nothing hidden (bitsandbytes, whose schemas declare their writes), whether the",
+        "tests' outcomes stayed the same, and the slowest time ratio, audited / plain (the reports are the",
+        "`*-audit.json` beside each result); commit: the tagged_ops measured.",
         "",
-        "| library | torch | path | unported | ported | changed | compiled | import | eager call | commit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| library | torch | path | unported | ported | changed | compiled | import | eager call | audit | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    files = sorted((RESULTS / "downstream").glob("*.json"))
+    files = sorted(p for p in (RESULTS / "downstream").glob("*.json") if not p.stem.endswith("-audit"))
     if not files:
         return lines[:2] + ["not run"]
     for path in files:
@@ -369,9 +372,20 @@ def _downstream() -> list[str]:
             imported, calls = imported + " (seq.)", calls + " (seq.)"
         lines.append(
             f"| {library} {d.get(library, '')} | {d['torch']} | {d['path']} | {_tally(d['unported'])} | "
-            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} | {d.get('commit') or 'not recorded'} |"
+            f"{_tally(d['ported'])} | {changed} | {compiled} | {imported} | {calls} | {_audit_cell(d)} | "
+            f"{d.get('commit') or 'not recorded'} |"
         )
     return lines
+
+
+def _audit_cell(d: dict[str, Any]) -> str:
+    audit = d.get("audit")
+    if audit is None:
+        return "not run"
+    wrong = audit.get("disagreements", audit.get("not_honest", []))
+    verdict = ("agrees" if "disagreements" in audit else "nothing hidden") if not wrong else f"✗ {len(wrong)} ops"
+    outcomes = "same outcomes" if audit["same_outcomes"] else "✗ outcomes changed"
+    return f"{verdict}, {outcomes}, {max(audit['ratio_seconds'].values())}x"
 
 
 def _runs(results: dict[str, dict[str, Any]]) -> list[str]:
