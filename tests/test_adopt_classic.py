@@ -102,3 +102,32 @@ def test_adopting_twice_is_harmless(ns: str) -> None:
     op = getattr(torch.ops, ns).bump_.default
     tagged_ops.adopt_classic(op)
     tagged_ops.adopt_classic(f"{ns}::bump_")
+
+
+_PATCHES = r"""
+import json, sys
+import torch
+lib = torch.library.Library("adopted_patches", "DEF")
+lib.define("min_(Tensor(a!) out, Tensor src) -> Tensor")
+lib.impl("min_", lambda out, src: out.clone(), "CompositeExplicitAutograd")
+import tagged_ops
+if sys.argv[1] == "after":
+    import torch._dynamo, torch._functorch.aot_autograd  # the compiler first, then the adoption
+tagged_ops.adopt_classic("adopted_patches::min_")
+torch.compile(lambda x: x.sin() * 2, fullgraph=True)(torch.ones(3))
+patched = set()
+for name, module in list(sys.modules.items()):
+    if module is None or not name.startswith(("torch._dynamo", "torch._inductor", "torch._functorch", "torch.fx")):
+        continue
+    for attr, value in list(vars(module).items()):
+        if getattr(value, "__tagged_ops_fix__", None) is True:
+            patched.add(f"{name}.{attr}")
+print(json.dumps({"patched": sorted(patched)}))
+"""
+
+
+def test_adopting_before_the_compiler_loads_patches_what_adopting_after_it_does() -> None:
+    """The fixes wait for the compiler's import and then install as they would at once."""
+    before = _last_json_line(_PATCHES.replace("sys.argv[1]", repr("before")))
+    after = _last_json_line(_PATCHES.replace("sys.argv[1]", repr("after")))
+    assert before == after
