@@ -63,7 +63,9 @@ fails when this file is stale. ✓: every test passed (a number beside it counts
 naming its reason in the test; see the caveats); ✗: some failed, and where; **not run**: no run produced a
 result. "Watch for" names the caveats that concern the row (4 and 5 concern every release) and how many of
 the programs in "Compiled right by default" torch compiles to wrong values there (raw custom ops, or ATen
-alone), each of which tagged_ops' ops compile right. The last table says which commit ran where."""
+alone), each of which tagged_ops' ops compile right. DTensor "no rules: refused": the release's DTensor has
+no sharding rules (2.5+), and `register_sharding` says so, naming the op. The last table says which commit
+ran where."""
 
 CAVEATS = """## Caveats
 
@@ -161,6 +163,13 @@ def _suite_cell(result: dict[str, Any] | None) -> str:
     return "✓" + (f" {xfailed}" if xfailed else "")
 
 
+def _dtensor_cell(result: dict[str, Any] | None) -> str:
+    """The DTensor tests' cell; on a torch without DTensor sharding rules, what its one test checks."""
+    no_rules = any("has no DTensor register_sharding" in reason for reason in (result or {}).get("skip_reasons", {}))
+    cell = _cell(result, DTENSOR)
+    return f"{cell} (no rules: refused)" if no_rules and cell.startswith("✓") else cell
+
+
 def _torch_wrong(result: dict[str, Any] | None) -> str:
     """What torch alone compiles of the programs in "Compiled right by default", on this release."""
     facts = (result or {}).get("facts", {})
@@ -210,7 +219,7 @@ def _glance(results: dict[str, dict[str, Any]]) -> list[str]:
             cuda_cell = _cuda_cell(checks[label])
         else:
             cuda_cell = _cell(cuda, ("cuda",)) if cuda else "not run"
-        cells = [_suite_cell(result), _cell(result, DTENSOR), _watch_for(label, path, result), cuda_cell]
+        cells = [_suite_cell(result), _dtensor_cell(result), _watch_for(label, path, result), cuda_cell]
         lines.append(f"| {label} | {path} | " + " | ".join(cells) + " |")
     if not cuda_runs and not checks:
         lines += ["", "**CUDA: not run.** No run of this matrix had a GPU (`tools/cuda_check.sh` fills the column)."]
