@@ -185,3 +185,13 @@ def test_skipped_ops_are_counted_and_never_rerun(ns: str) -> None:
     assert list(entry.problems) == ["skipped: the op is not rerun (named in skip)"]
     assert torch.equal(o, torch.ones(2))
     del lib
+
+
+@pytest.mark.parametrize(
+    ("args", "spread"),
+    [(["-n", "2"], True), (["-n2"], True), (["--numprocesses=auto"], True), (["-n", "0"], False), (["-q"], False)],
+)
+def test_which_pytest_arguments_spread_the_tests_over_workers(args: list[str], spread: bool) -> None:
+    from tagged_ops.audit.__main__ import _workers
+
+    assert _workers(args) is spread

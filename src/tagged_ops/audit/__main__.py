@@ -26,6 +26,22 @@ class _Plugin:
             yield
 
 
+def _workers(pytest_args: list[str]) -> bool:
+    """Whether the pytest arguments spread the tests over worker processes (pytest-xdist's ``-n``)."""
+    for i, arg in enumerate(pytest_args):
+        if arg in ("-n", "--numprocesses"):
+            value = pytest_args[i + 1] if i + 1 < len(pytest_args) else ""
+        elif arg.startswith("--numprocesses="):
+            value = arg.partition("=")[2]
+        elif arg.startswith("-n") and not arg.startswith("--"):
+            value = arg[2:].lstrip("=")  # -n2, -n=2, -nauto
+        else:
+            continue
+        if value != "0":
+            return True
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, pytest_args = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
@@ -45,13 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--skip",
-        nargs="+",
+        action="append",
         default=[],
         metavar="OP",
-        help="ops never rerun, only counted (ns::name or ns::name.overload): collectives, ops with other effects",
+        help="an op never rerun, only counted (ns::name or ns::name.overload), once per op: collectives, "
+        "ops with effects beyond their arguments",
     )
     args = parser.parse_args(ours)
-    if any(a in ("-n", "--numprocesses") or a.startswith(("-n=", "--numprocesses=")) for a in pytest_args):
+    if _workers(pytest_args):
         parser.error("the audit watches this process only: leave -n out of the pytest arguments (or pass -n 0)")
 
     audit = Audit(args.namespaces, observe_per_kind=args.observe or None, skip=args.skip)
