@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -25,12 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def audited(ns: str) -> Audit:
-    lib = _audit_ops.define(ns)
+def audited(ns: str) -> Iterator[Audit]:
+    lib = _audit_ops.define(ns)  # alive while the test reads the report
     with Audit([ns]) as audit:
         _audit_ops.call_every_op(ns)  # its assertions hold under the audit: the calls behave as without it
-    audit.lib = lib  # type: ignore[attr-defined]  # kept alive while the test reads the report
-    return audit
+    yield audit
+    del lib
 
 
 def test_every_op_is_classified_as_it_behaves(audited: Audit, ns: str) -> None:
