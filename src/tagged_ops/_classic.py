@@ -9,11 +9,9 @@ installs them for programs that call it, as its first trace would for a tagged o
 
 from __future__ import annotations
 
-import functools
-import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _compat, _compat_compiler, _fixes
+from . import _compat, _fixes
 
 if TYPE_CHECKING:
     from ._fixes import Op
@@ -74,18 +72,9 @@ def adopt_classic(op: str | _compat.OpOverload) -> None:
         )
     _ADOPTED.add(overload)
     _WAITING.append(_Classic(overload))
-    if any(name in sys.modules for name in _compat_compiler.COMPILER_MODULES):
-        _install_waiting(None)
-    else:
-        _wait_for_the_compiler()
-
-
-@functools.cache
-def _wait_for_the_compiler() -> None:
-    """Once per process: the fixes' modules load (and wait for what they patch) when torch's compiler
-    does; a library that adopts ops at import, in a process that never compiles, loads none of them."""
-    for name in _compat_compiler.COMPILER_MODULES:
-        _fixes.when_imported(name, _install_waiting)
+    # The fixes' modules load (and wait for what they patch) when torch's compiler does: a
+    # library that adopts ops at import, in a process that never compiles, loads none of them.
+    _fixes.when_compiler_loads(_install_waiting)
 
 
 def _install_waiting(_module: object) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -349,23 +348,13 @@ _WAITING: weakref.WeakSet[Definition] = weakref.WeakSet()
 
 
 def _define_names_when_compiler_loads(definition: Definition) -> None:
-    if any(name in sys.modules for name in _compat_compiler.COMPILER_MODULES):
-        _define_names(definition)
-        return
     _WAITING.add(definition)
-    _wait_for_the_compiler()
-
-
-@functools.cache
-def _wait_for_the_compiler() -> None:
-    """Once per process: the waiting definitions get their names when a compiler module is imported."""
-    for name in _compat_compiler.COMPILER_MODULES:
-        _fixes.when_imported(name, _define_waiting_names)
+    _fixes.when_compiler_loads(_define_waiting_names)
 
 
 def _define_waiting_names(_module: object) -> None:
-    # Runs right after the first compiler module's import (maybe inside a larger one):
-    # dispatcher registrations only, which import nothing.
+    # Runs now, or right after the first compiler module's import (maybe inside a larger
+    # one): dispatcher registrations only, which import nothing.
     waiting = list(_WAITING)
     _WAITING.clear()
     for definition in waiting:

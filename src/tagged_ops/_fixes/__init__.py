@@ -32,7 +32,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._after_import import when_imported, wrap_once
+from ._after_import import when_compiler_loads, when_imported, wrap_once
 
 __all__ = [
     "AT_DEFINITION",
@@ -43,6 +43,7 @@ __all__ = [
     "at_sharding_rule",
     "reroute_hooks",
     "reroutes",
+    "when_compiler_loads",
     "when_imported",
     "wrap_once",
 ]

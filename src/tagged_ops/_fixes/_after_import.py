@@ -7,7 +7,9 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-__all__ = ["wrap_once", "when_imported"]
+from .._compat_compiler import COMPILER_MODULES
+
+__all__ = ["when_compiler_loads", "when_imported", "wrap_once"]
 
 _WAITING: dict[str, list[Callable[[ModuleType], None]]] = {}
 
@@ -28,6 +30,20 @@ def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name))
     if install not in _WAITING[name]:  # asked once per op: one patch waits once
         _WAITING[name].append(install)
+
+
+def when_compiler_loads(install: Callable[[ModuleType | None], None]) -> None:
+    """Call ``install`` now if any of torch's compiler is imported, else right after the first of
+    its modules (``_compat_compiler.COMPILER_MODULES``) is, and after each one that follows.
+
+    ``install`` drains a queue of its own, so a later call finds nothing left to do; pass
+    the same function every time (a waiting install is registered once per module).
+    """
+    if any(name in sys.modules for name in COMPILER_MODULES):
+        install(None)
+        return
+    for name in COMPILER_MODULES:
+        when_imported(name, install)
 
 
 def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
