@@ -96,10 +96,9 @@ def _observable(tensors: dict[str, torch.Tensor]) -> str | None:
     return None
 
 
-def observe(op: Any, args: Sequence[Any], kwargs: dict[str, Any], record: Callable[[Call], None]) -> Any:
-    """Run ``op(*args, **kwargs)`` for real and ``record`` what it did; returns what the call returned."""
-    schema = _compat.schema_of(op)
-    call = Call(f"{schema.name}.{schema.overload_name or 'default'}", schema)
+def observe(call: Call, op: Any, args: Sequence[Any], kwargs: dict[str, Any], record: Callable[[Call], None]) -> Any:
+    """Run ``op(*args, **kwargs)`` for real and ``record`` what it did in ``call``; returns what the call returned."""
+    schema = call.schema
     tensors = _tensor_arguments(schema, args, kwargs)
     call.tensors = tuple(tensors)
     call.problem = _observable(tensors)
@@ -214,20 +213,17 @@ class Watch(TorchFunctionMode):
         if op is None or _traced(args, kwargs):
             return func(*args, **kwargs)
         schema = _compat.schema_of(op)
-        name = f"{schema.name}.{schema.overload_name or 'default'}"
-        if name in self.skip or schema.name in self.skip:
-            call = Call(name, schema)
-            call.problem = "skipped: the op is not rerun (named in skip)"
-            self.record(call)
-            return func(*args, **kwargs)
+        call = Call(f"{schema.name}.{schema.overload_name or 'default'}", schema)
         kind = (op, *(_kind(v) for v in args), *((k, _kind(v)) for k, v in kwargs.items()))
         self.kinds[kind] += 1
-        if self.per_kind is not None and self.kinds[kind] > self.per_kind:
-            call = Call(name, schema)
+        if call.op in self.skip or schema.name in self.skip:
+            call.problem = "skipped: the op is not rerun (named in skip)"
+        elif self.per_kind is not None and self.kinds[kind] > self.per_kind:
             call.counted_only = True
-            self.record(call)
-            return func(*args, **kwargs)
-        return observe(op, args, kwargs, self.record)
+        else:
+            return observe(call, op, args, kwargs, self.record)
+        self.record(call)
+        return func(*args, **kwargs)
 
     def _audited(self, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(func, _compat.OpOverloadPacket):
