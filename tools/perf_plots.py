@@ -18,6 +18,8 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "results" / "bench"
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
+#: the eager benchmark's two kinds of op: (legend, the key in its ratios)
+KINDS = (("in-place", "inplace"), ("out=", "out"))
 
 
 def _load(kind: str) -> dict[str, dict[str, Any]]:
@@ -85,26 +87,17 @@ def plots() -> dict[str, str]:
     eager, definition, compiled = _load("eager"), _load("definition"), _load("compiled")
     out: dict[str, str] = {}
     releases = list(eager)
-    out["eager.svg"] = bars(
-        "Eager call: tagged_ops / a Library.define op of the same schema",
-        "ratio",
-        releases,
-        {
-            "in-place": [eager[r].get("ratio_inplace_floor") for r in releases],
-            "out=": [eager[r].get("ratio_out_floor") for r in releases],
-        },
-        one=True,
-    )
-    out["eager_custom_op.svg"] = bars(
-        "Eager call: tagged_ops / custom_op",
-        "ratio",
-        releases,
-        {
-            "in-place": [eager[r].get("ratio_inplace") for r in releases],
-            "out=": [eager[r].get("ratio_out") for r in releases],
-        },
-        one=True,
-    )
+    for name, baseline, suffix in (
+        ("eager.svg", "a Library.define op of the same schema", "_floor"),
+        ("eager_custom_op.svg", "custom_op", ""),
+    ):
+        out[name] = bars(
+            f"Eager call: tagged_ops / {baseline}",
+            "ratio",
+            releases,
+            {kind: [eager[r].get(f"ratio_{key}{suffix}") for r in releases] for kind, key in KINDS},
+            one=True,
+        )
     releases = list(definition)
 
     def thirty(r: str, method: str) -> float | None:
