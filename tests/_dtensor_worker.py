@@ -252,7 +252,32 @@ def _scenarios(mesh: Any, path: str, results: dict[str, Any]) -> None:
         ok = all(torch.equal(v, want) for v, want in zip(values, (base * 3, base * 9, base * 9), strict=True))
         return ok and tuple(r.placements) == (Shard(0),), f"values {[v.tolist() for v in values]}"
 
+    def the_test_kit_checks_the_ops() -> Result:
+        """check_sharded passes the ops with right rules, and finds a rule that is wrong."""
+        from tagged_ops.testing import check_sharded
+
+        passed = [
+            check_sharded(scale_, [((base.clone(), 3.0),)], mesh),
+            check_sharded(mix_out, [((base.clone(), base + 1), {"out": torch.zeros(4, 2)})], mesh),
+        ]
+
+        @tagged_ops.define_inplace(f"dtensor_{path}::cumsum_")
+        def cumsum_(x: torch.Tensor) -> torch.Tensor:  # along dim 1: not pointwise
+            return x.copy_(x.cumsum(1))
+
+        cumsum_.register_sharding(tagged_ops.pointwise_sharding)  # wrong for Shard(1)
+        try:
+            check_sharded(cumsum_, [((base.clone(),),)], mesh)
+        except AssertionError as e:
+            found = str(e)
+        else:
+            return False, f"a wrong rule passed; {passed}"
+        lines = found.splitlines()[1:]
+        only_shard1 = bool(lines) and all("on Shard(dim=1)]" in line for line in lines)
+        return only_shard1 and any("values: 'x' differs" in line for line in lines), found[:600]
+
     _record(results, f"{path}: local_map around the ops", local_map_around_the_ops)
+    _record(results, f"{path}: the test kit checks the ops on DTensors", the_test_kit_checks_the_ops)
     _record(results, f"{path}: reads are redistributed, writes are not", redistributes_what_it_reads)
     _record(results, f"{path}: a written DTensor on a 2-D mesh is refused", refuses_a_two_dimensional_mesh)
     _record(

@@ -137,6 +137,14 @@ def test_local_map_around_the_ops(ranks: list[dict[str, Any]], path: str) -> Non
     _assert_scenario(ranks, f"{path}: local_map around the ops")
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_the_test_kit_checks_a_handle_on_dtensors(ranks: list[dict[str, Any]], path: str) -> None:
+    """``tagged_ops.testing.check_sharded`` passes the ops whose rules are right, and fails an
+    in-place cumsum along dimension 1 given the pointwise rule on ``Shard(1)`` only, naming
+    the placement and the wrong values."""
+    _assert_scenario(ranks, f"{path}: the test kit checks the ops on DTensors")
+
+
 def test_a_tensor_parallel_module(ranks: list[dict[str, Any]]) -> None:
     _assert_scenario(ranks, "tensor parallel: colwise, the op on the DTensor activation, rowwise")
 

@@ -8,6 +8,9 @@
   form), out buffers written and never read (sentinel-filled), never resized or
   reallocated, an in-place op that really mutates, and the same effect under
   ``torch.compile(fullgraph=True)`` (and ``torch.export`` on request).
+* :func:`check_sharded`: the op on DTensors (run on every rank of a mesh) with the
+  sharding rule you registered: eager and compiled, on each placement, against the
+  same call on plain tensors; identities and placements kept.
 * A pytest plugin (loaded automatically when tagged-ops is installed): the
   ``tagged_ops_device`` fixture (CPU, and CUDA or a skip with the reason),
   ``--tagged-ops-require-cuda`` and ``--tagged-ops-fallback``.
@@ -27,6 +30,7 @@ from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._check import check
+    from ._sharded import check_sharded
     from ._sin_ops import SinOps, define_sin_ops
     from ._variants import Sample, default_devices, noncontiguous, variants, with_storage_offset
 
@@ -34,6 +38,7 @@ __all__ = [
     "Sample",
     "SinOps",
     "check",
+    "check_sharded",
     "default_devices",
     "define_sin_ops",
     "noncontiguous",
@@ -43,6 +48,7 @@ __all__ = [
 
 _HOME = {
     "check": "._check",
+    "check_sharded": "._sharded",
     "SinOps": "._sin_ops",
     "define_sin_ops": "._sin_ops",
     **{n: "._variants" for n in ("Sample", "default_devices", "noncontiguous", "variants", "with_storage_offset")},
