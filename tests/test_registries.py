@@ -35,6 +35,7 @@ def _sizes() -> dict[str, int]:
         "reads_before_writes._INSTALLED": len(reads_before_writes._INSTALLED),
         "reads_before_writes._PENDING": len(reads_before_writes._PENDING),
         "_after_import._WAITING": len(_after_import._WAITING),
+        "_after_import._ONCE_LOADED": len(_after_import._ONCE_LOADED),
         "_definition._WAITING": len(_definition._WAITING),
         "sys.meta_path": len(sys.meta_path),
         "_codegen._CODE": len(_codegen._CODE),

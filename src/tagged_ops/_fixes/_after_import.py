@@ -33,17 +33,46 @@ def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
 
 
 def when_compiler_loads(install: Callable[[ModuleType | None], None]) -> None:
-    """Call ``install`` now if any of torch's compiler is imported, else right after the first of
-    its modules (``_compat_compiler.COMPILER_MODULES``) is, and after each one that follows.
+    """Call ``install`` now if torch's compiler is imported, else once the first of its modules
+    (``_compat_compiler.COMPILER_MODULES``) is, and after each one that follows; never while one
+    of them is still executing its own import.
 
     ``install`` drains a queue of its own, so a later call finds nothing left to do; pass
     the same function every time (a waiting install is registered once per module).
     """
-    if any(name in sys.modules for name in COMPILER_MODULES):
+    waiting = [name for name in COMPILER_MODULES if name not in sys.modules]
+    if len(waiting) < len(COMPILER_MODULES) and (not waiting or not _compiler_half_imported()):
         install(None)
         return
-    for name in COMPILER_MODULES:
-        when_imported(name, install)
+    once_loaded = _ONCE_LOADED.setdefault(install, _OnceLoaded(install))
+    for name in waiting:
+        when_imported(name, once_loaded)
+
+
+def _compiler_half_imported(but: str | None = None) -> bool:
+    """Whether one of the compiler's modules (other than ``but``, whose import is finishing) is in
+    ``sys.modules`` but still executing: they import each other (2.5.1: aot_autograd imports
+    Inductor's codecache before its own submodules), so a patch installed when the inner one
+    is done would miss what the outer one has yet to import."""
+    return any(
+        getattr(getattr(sys.modules.get(name), "__spec__", None), "_initializing", False)
+        for name in COMPILER_MODULES
+        if name != but
+    )
+
+
+class _OnceLoaded:
+    """``install``, skipped while the compiler is half imported (a later module's import calls it again)."""
+
+    def __init__(self, install: Callable[[ModuleType | None], None]) -> None:
+        self.install = install
+
+    def __call__(self, module: ModuleType) -> None:
+        if not _compiler_half_imported(but=module.__name__):
+            self.install(module)
+
+
+_ONCE_LOADED: dict[Callable[[ModuleType | None], None], _OnceLoaded] = {}
 
 
 def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
@@ -63,33 +92,42 @@ def wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
 class _AfterImport:
     """Finds nothing itself: wraps the real loader of one module so that waiting patches run after it.
 
-    A finder and a loader by their methods alone: ``importlib.abc`` costs 10 ms to import."""
+    A finder and a loader by their methods alone: ``importlib.abc`` costs 10 ms to import.
+    It leaves ``sys.meta_path`` when the module is executed, not when it is found: a
+    ``find_spec`` that imports nothing (a probe of whether a module exists) must not take
+    the waiting patches with it."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._finding = False
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name:
+        if fullname != self.name or self._finding:
             return None
-        sys.meta_path.remove(self)  # the real finders find it; this one is done
-        spec = importlib.util.find_spec(fullname)
+        self._finding = True  # the real finders find it, past this one
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._finding = False
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _RunAfter(spec.loader, _WAITING.pop(fullname, []))  # type: ignore[assignment]
+        spec.loader = _RunAfter(spec.loader, self)  # type: ignore[assignment]
         return spec
 
 
 class _RunAfter:
-    def __init__(self, loader: Any, installs: list[Callable[[ModuleType], None]]) -> None:
+    def __init__(self, loader: Any, finder: _AfterImport) -> None:
         self.loader = loader
-        self.installs = installs
+        self.finder = finder
 
     def create_module(self, spec: Any) -> Any:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
-        for install in self.installs:
+        if self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        for install in _WAITING.pop(self.finder.name, []):
             install(module)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_code, ... as the real loader
