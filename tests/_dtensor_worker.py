@@ -39,7 +39,7 @@ def run(rank: int, world: int, port: int, folder: str) -> None:
     torch.distributed.destroy_process_group()
 
 
-def _record(results: dict[str, Any], name: str, fn: Callable[[], Result]) -> None:
+def _record(results: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:
     try:
         ok, detail = fn()
     except Exception as e:
@@ -47,7 +47,7 @@ def _record(results: dict[str, Any], name: str, fn: Callable[[], Result]) -> Non
             results[name] = [None, f"torch {torch.__version__}: {e}"]
             return
         ok, detail = False, f"{type(e).__name__}: {e}"[:2000]
-    results[name] = [bool(ok), detail]
+    results[name] = [None if ok is None else bool(ok), detail]  # None: torch cannot, a skip
 
 
 def _canaries(mesh: Any, results: dict[str, Any]) -> None:
@@ -276,7 +276,64 @@ def _scenarios(mesh: Any, path: str, results: dict[str, Any]) -> None:
         only_shard1 = bool(lines) and all("on Shard(dim=1)]" in line for line in lines)
         return only_shard1 and any("values: 'x' differs" in line for line in lines), found[:600]
 
+    def exported_programs_equal_eager() -> Result | tuple[None, str]:
+        """torch.export of modules that write their DTensor inputs and intermediates, strict and not,
+        where torch exports a DTensor program with a raw functional custom op at all."""
+
+        @torch.library.custom_op(f"dtensor_raw_{path}::mix", mutates_args=())
+        def raw_mix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a * 2 + b
+
+        raw_mix.register_fake(lambda a, b: torch.empty_like(a))
+        from torch.distributed.tensor.experimental import register_sharding
+
+        register_sharding(raw_mix._opoverload)(lambda a, b: [([p], [p, p]) for p in (Shard(0), Replicate())])
+
+        class Raw(torch.nn.Module):
+            def forward(self, x: Any) -> Any:
+                return raw_mix(x * 3, x)
+
+        try:
+            torch.export.export(Raw(), (dt(base, Shard(0)),))
+        except Exception as e:
+            return (
+                None,
+                f"torch {torch.__version__} cannot export a DTensor program with a raw op: {type(e).__name__}: {str(e)[:200]}",
+            )
+
+        class Intermediates(torch.nn.Module):
+            def forward(self, x: Any) -> Any:
+                y = x * 1
+                scale_(y, 3.0)
+                o = torch.empty_like(y)
+                mix_out(y, x, out=o)
+                return o
+
+        class WritesInputs(torch.nn.Module):
+            def forward(self, x: Any, o: Any) -> Any:
+                scale_(x, 3.0)
+                mix_out(x, x, out=o)
+                return o + 1
+
+        checked = []
+        for strict in (False, True):
+            for module, n_inputs in ((Intermediates(), 1), (WritesInputs(), 2)):
+                for p in (Shard(0), Shard(1), Replicate()):
+                    make = lambda p=p, n=n_inputs: (dt(base, p), dt(torch.zeros(4, 2), p))[:n]  # noqa: E731
+                    program = torch.export.export(module, make(), strict=strict).module()
+                    got_inputs, want_inputs = make(), make()
+                    got, want = program(*got_inputs), module(*want_inputs)
+                    pairs = [(got, want), *zip(got_inputs, want_inputs, strict=True)]
+                    if not all(
+                        torch.equal(g.full_tensor(), w.full_tensor()) and tuple(g.placements) == tuple(w.placements)
+                        for g, w in pairs
+                    ):
+                        return False, f"{type(module).__name__} on {p!r}, strict={strict}: differs from eager"
+                    checked.append(f"{type(module).__name__}/{p}/{'strict' if strict else 'non-strict'}")
+        return True, f"{len(checked)} exported programs equal eager"
+
     _record(results, f"{path}: local_map around the ops", local_map_around_the_ops)
+    _record(results, f"{path}: exported programs equal eager", exported_programs_equal_eager)
     _record(results, f"{path}: the test kit checks the ops on DTensors", the_test_kit_checks_the_ops)
     _record(results, f"{path}: reads are redistributed, writes are not", redistributes_what_it_reads)
     _record(results, f"{path}: a written DTensor on a 2-D mesh is refused", refuses_a_two_dimensional_mesh)

@@ -138,6 +138,14 @@ def test_local_map_around_the_ops(ranks: list[dict[str, Any]], path: str) -> Non
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_exported_programs_equal_eager(ranks: list[dict[str, Any]], path: str) -> None:
+    """``torch.export`` (strict and not) of modules writing DTensor inputs and intermediates, on
+    each placement, equals eager; skipped where torch cannot export a DTensor program with a raw
+    functional custom op either (2.5), naming the error."""
+    _assert_scenario(ranks, f"{path}: exported programs equal eager")
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_the_test_kit_checks_a_handle_on_dtensors(ranks: list[dict[str, Any]], path: str) -> None:
     """``tagged_ops.testing.check_sharded`` passes the ops whose rules are right, and fails an
     in-place cumsum along dimension 1 given the pointwise rule on ``Shard(1)`` only, naming
