@@ -4,7 +4,8 @@
     nox -t ci                           # what CI runs (tools/releases.py's CI releases; the build, the
                                         # docs, lint, the CUDA check's dry run)
     nox -s build                        # sdist and wheel, checked; the wheel's self-check in a fresh env
-    nox -s docs                         # the documentation site (docs/_build/html), its examples run
+    nox -s docs                         # the documentation site (docs/_build/html), its examples run, its
+                                        # links resolved, every page loaded in headless Chromium at 1280 px
     nox -s tests-next                   # torch's next release from a pre-release index (TAGGED_OPS_TORCH_INDEX_URL)
     nox -s "tests-2.4.1"                # one release; extra pytest args after --:
     nox -s "tests-2.4.1" -- -k compile
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -358,7 +360,9 @@ DOCS_DEPS = ["sphinx>=7", "myst-parser>=3", "furo", "numpy", "nox"]  # nox: the 
 
 @nox.session(name="docs", python=PYTHON[TOOLING_RELEASE], tags=["ci"])
 def docs(session: nox.Session) -> None:
-    """The documentation site (docs/_build/html): Sphinx with warnings as errors, every example run."""
+    """The documentation site (docs/_build/html): Sphinx with warnings as errors, every example run, every
+    internal link resolved, every page loaded in headless Chromium (installed where missing) at 1280 px
+    with nothing scrolling sideways."""
     session.install(f"torch=={TOOLING_RELEASE}", *DOCS_DEPS)
     session.install("--no-deps", "-e", str(ROOT))
     out = ROOT / "docs" / "_build"
@@ -371,6 +375,26 @@ def docs(session: nox.Session) -> None:
     if missing:
         session.error(f"pages not built: {', '.join(sorted(missing))}")
     session.run("python", str(ROOT / "tools" / "check_site.py"), str(out / "html"))  # every internal link resolves
+    # every page loads in a real browser and fits 1280 px
+    session.run("python", str(ROOT / "tools" / "check_browser.py"), str(out / "html"), "--chromium", _chromium(session))
+
+
+def _chromium(session: nox.Session) -> str:
+    """Chromium for the browser check: the one installed, else Debian's package, installed here (as root)."""
+    from check_browser import find_chromium
+
+    found = find_chromium()
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        session.log("installing Debian's chromium for the browser check")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+        if subprocess.run(install, env=env).returncode != 0:  # stale package lists: refresh them once
+            subprocess.run(["apt-get", "update", "-q"], env=env)
+            subprocess.run(install, env=env)
+        found = find_chromium()
+    if found is None:
+        session.error("the browser check needs Chromium: install Debian's `chromium` (apt-get install chromium)")
+    return found
 
 
 #: What a lent GPU machine has beside its CUDA torch (issue: the CUDA check must need nothing else).

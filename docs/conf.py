@@ -30,7 +30,8 @@ myst_heading_anchors = 3
 
 html_theme = "furo"
 html_title = "tagged_ops"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["tagged_ops.css"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

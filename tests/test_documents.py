@@ -164,3 +164,31 @@ def test_the_site_check_finds_broken_links(tmp_path: Path) -> None:
         "api.html: index.html#nowhere: no such anchor",
         "index.html: gone.html: no such file",
     ]
+
+
+def test_the_browser_check_finds_what_overflows(tmp_path: Path) -> None:
+    """tools/check_browser.py (run by `nox -s docs`, which installs Chromium where missing) fails on a
+    code block that scrolls sideways, a table past the main column, and a page that does not load."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import check_browser
+    finally:
+        sys.path.pop(0)
+    chromium = check_browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on this machine (`nox -s docs` installs it and runs the check there)")
+    main = '<article role="main" style="width: 600px">{}</article>'
+    page = "<html><body>{}</body></html>"
+    (tmp_path / "fits.html").write_text(page.format(main.format("<p>short</p><pre>x = 1</pre>")))
+    (tmp_path / "code.html").write_text(
+        page.format(main.format('<pre style="overflow-x: auto">' + "y = 1 + " * 200 + "</pre>"))
+    )
+    (tmp_path / "table.html").write_text(
+        page.format(main.format('<table><tr><td style="white-space: nowrap">' + "wide " * 300 + "</td></tr></table>"))
+    )
+    (tmp_path / "broken.html").write_text("<html><body><script>throw new Error()")  # never closes: no </body>
+    found = check_browser.problems(tmp_path, chromium, 1280)
+    assert sorted(found) == ["broken.html", "code.html", "table.html"], found
+    assert "scrolls sideways" in found["code.html"][0]
+    assert "past the main column" in " ".join(found["table.html"])
+    assert found["broken.html"] == ["did not load (no measurement came back)"]
