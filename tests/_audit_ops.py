@@ -20,7 +20,7 @@ EXPECTED: dict[str, tuple[str, str, dict[str, str]]] = {
     "hidden_overwrite": ("hides writes", "out", {"out": "overwrites"}),
     "hidden_pair": ("hides writes", "out", {"out": "overwrites"}),
     "hidden_min": ("hides writes", "mutates_args", {"out": "updates"}),
-    "partial_write": ("hides writes", "inplace", {"out": "updates"}),
+    "partial_write_": ("hides writes", "inplace", {"out": "updates"}),
     "never_writes_": ("declares writes it never made", "functional", {}),
     "hidden_view": ("hides an alias", "functional", {}),
     "random_out": ("honest", "out", {"out": "overwrites"}),
@@ -70,7 +70,7 @@ def define(ns: str) -> torch.library.Library:
     op("hidden_overwrite(Tensor src, Tensor? out=None) -> Tensor", hidden_overwrite)
     op("hidden_pair(Tensor src, Tensor? out=None) -> (Tensor, Tensor)", hidden_pair)
     op("hidden_min(Tensor src, Tensor out) -> Tensor", hidden_min)
-    op("partial_write(Tensor src, Tensor index, Tensor out) -> Tensor", partial_write)
+    op("partial_write_(Tensor src, Tensor index, Tensor out) -> Tensor", partial_write)
     # lies: a declared write that never happens; a returned view the schema calls fresh
     op("never_writes_(Tensor(a!) x, Tensor y) -> ()", lambda x, y: None)
     op("hidden_view(Tensor x) -> Tensor", lambda x: x.view(-1))
@@ -121,7 +121,7 @@ def call_every_op(ns: str) -> None:
     ops.hidden_min(x, o)
     assert torch.equal(o, torch.minimum(torch.zeros(4), x))
     o = torch.zeros(4)
-    ops.partial_write(x, torch.tensor([0, 2]), o)
+    ops.partial_write_(x, torch.tensor([0, 2]), o)
     assert torch.equal(o, torch.tensor([x[0].item(), 0.0, x[2].item(), 0.0]))
     a = x.clone()
     ops.never_writes_(a, y)

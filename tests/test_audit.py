@@ -67,10 +67,13 @@ def test_the_suggested_declarations_declare_the_op(audited: Audit, ns: str) -> N
         f'tagged_ops.declare_out("{ns}::hidden_pair.out", '
         '"(Tensor src, *, Tensor(a!) out, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))")'
     )
+    assert codes["partial_write_.default"] == (  # its name already says in place: no second underscore
+        f'tagged_ops.declare_inplace("{ns}::partial_write_", "(Tensor(a!) out, Tensor src, Tensor index) -> Tensor(a!)")'
+    )
     assert codes["sin_out.default"] is None  # honest: nothing to port
     ported = f"{ns}_ported"
     lib = torch.library.Library(ported, "DEF")
-    for name in ("hidden_add", "hidden_overwrite", "hidden_pair", "hidden_min", "partial_write"):
+    for name in ("hidden_add", "hidden_overwrite", "hidden_pair", "hidden_min", "partial_write_"):
         code = codes[f"{name}.default"]
         assert code is not None
         exec(code.replace(f'"{ns}::', f'"{ported}::'), {"tagged_ops": tagged_ops, "lib": lib})  # noqa: S102

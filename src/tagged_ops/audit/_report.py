@@ -145,7 +145,8 @@ class OpAudit:
         reads = [texts[n] for n in texts if n not in written]
         if suggestion == "inplace":
             schema = f"({', '.join([_written_text(texts[written[0]], 'a'), *reads])}) -> Tensor(a!)"
-            return f'tagged_ops.declare_inplace("{namespace}::{name}_", "{schema}")'
+            inplace_name = name if name.endswith("_") else f"{name}_"  # PyTorch's mark of an in-place op, once
+            return f'tagged_ops.declare_inplace("{namespace}::{inplace_name}", "{schema}")'
         if suggestion == "out":
             outs = [_written_text(texts[n], chr(ord("a") + i)) for i, n in enumerate(written)]
             outs += [f"Tensor({chr(ord('a') + len(outs) + i)}!) out{i + 1}" for i in range(self.fresh_outputs)]
