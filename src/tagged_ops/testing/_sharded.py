@@ -158,6 +158,7 @@ def _check_one(
         checks += 2
         for stage, program in (("compile", _call(op, slots)), ("compile-intermediate", _into_clones(op, slots))):
             compiled = distributed()
+            placed_as = [_placements(t) for t in _take(compiled.args, compiled.kwargs, slots)]
             torch.compiler.reset()
             try:
                 with torch.no_grad():
@@ -165,7 +166,12 @@ def _check_one(
             except Exception as e:  # noqa: BLE001
                 messages.append(f"{stage}: raised {_brief(e)}")
                 continue
-            messages.extend(_against(op, stage, got, want))
+            # the caller's DTensors, written in place; or the clones the program wrote and returned
+            held = _take(compiled.args, compiled.kwargs, slots) if stage == "compile" else got
+            messages.extend(_against(op, stage, held, want))
+            for name, t, before_call in zip(op.mutated_args, held, placed_as, strict=True):
+                if _placements(t) != before_call:
+                    messages.append(f"{stage}: {name!r} was placed {before_call}, is now {_placements(t)}")
     return checks, messages
 
 
@@ -219,6 +225,11 @@ def _against(op: TaggedOp, stage: str, got: Sequence[Any], want: Sequence[Tensor
     return messages
 
 
+def _placements(t: Any) -> tuple[Any, ...]:
+    """A DTensor's placements (Any: mypy reads it as a Tensor)."""
+    return tuple(t.placements)
+
+
 def _tensors(sample: Sample) -> list[Tensor]:
     return [v for v in (*sample.args, *sample.kwargs.values()) if isinstance(v, Tensor)]
 
@@ -228,7 +239,7 @@ def _placements_and_values(sample: Sample) -> dict[str, tuple[tuple[Any, ...], T
     names = [f"argument {i}" for i, v in enumerate(sample.args) if isinstance(v, Tensor)]
     names += [repr(k) for k, v in sample.kwargs.items() if isinstance(v, Tensor)]
     return {
-        name: (tuple(t.placements), t.full_tensor().clone())  # type: ignore[attr-defined]
+        name: (_placements(t), t.full_tensor().clone())  # type: ignore[attr-defined]
         for name, t in zip(names, _tensors(sample), strict=True)
     }
 
