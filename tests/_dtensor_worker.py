@@ -427,20 +427,35 @@ def _training(mesh: Any, results: dict[str, Any]) -> None:
             fully_shard(m, mesh=mesh)
             return m
 
-        try:  # torch's own ability first: FSDP2 on CPU needs 2.7+ (2.5: "requires CUDA", 2.6: CUDA streams)
-            step(sharded(), x, aten=True)
-        except Exception as e:
+        # torch's own step first, ATen's ops under the same sharding: the tagged step must equal it
+        try:
+            aten = sharded()
+            aten_loss = step(aten, x, aten=True)
+        except Exception as e:  # 2.5.1: "requires CUDA"; 2.6.0: CUDA streams
             return (
                 None,
                 f"torch {torch.__version__} runs no FSDP2 step on CPU, ATen's ops alone: {type(e).__name__}: {e}",
             )
+        aten_params = [p.full_tensor() for p in aten.parameters()]
         m = sharded()
         loss = step(m, x)
         params = [p.full_tensor() for p in m.parameters()]
-        same = torch.allclose(loss, ref_loss) and all(
-            torch.allclose(a, b, atol=1e-6) for a, b in zip(params, ref_params, strict=True)
-        )
-        return same, f"loss {loss.item()} against {ref_loss.item()}"
+
+        def close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+            return all(torch.allclose(u, v, atol=1e-6) for u, v in zip(a, b, strict=True))
+
+        if not (torch.allclose(loss, aten_loss) and close(params, aten_params)):
+            return (
+                False,
+                f"the tagged step differs from ATen's under FSDP2: loss {loss.item()} against {aten_loss.item()}",
+            )
+        if not (torch.allclose(aten_loss, ref_loss) and close(aten_params, ref_params)):
+            worst = max((u - v).abs().max().item() for u, v in zip(aten_params, ref_params, strict=True))
+            return None, (
+                f"torch {torch.__version__}'s FSDP2 step on CPU leaves other parameters than one process does, "
+                f"ATen's ops alone (largest difference {worst:.3g}); the tagged step equals ATen's"
+            )
+        return True, f"loss {loss.item()} against {ref_loss.item()}, parameters as on one process"
 
     _record(results, "tensor parallel: colwise, the op on the DTensor activation, rowwise", tensor_parallel)
     _record(results, "FSDP2: an optimizer step updating sharded parameters in place", fsdp2_step)
