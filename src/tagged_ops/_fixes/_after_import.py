@@ -54,7 +54,7 @@ def _compiler_half_imported(but: str | None = None) -> bool:
     ``sys.modules`` but still executing: they import each other (2.5.1: aot_autograd imports
     Inductor's codecache before its own submodules), so a patch installed when the inner one
     is done would miss what the outer one has yet to import."""
-    return any(
+    return any(  # importlib marks a module's spec ``_initializing`` while its code runs
         getattr(getattr(sys.modules.get(name), "__spec__", None), "_initializing", False)
         for name in COMPILER_MODULES
         if name != but
