@@ -141,7 +141,7 @@ def test_local_map_around_the_ops(ranks: list[dict[str, Any]], path: str) -> Non
 def test_exported_programs_equal_eager(ranks: list[dict[str, Any]], path: str) -> None:
     """``torch.export`` (strict and not) of modules writing DTensor inputs and intermediates, on
     each placement, equals eager; skipped where torch cannot export a DTensor program with a raw
-    functional custom op either (2.5.1, 2.6.0), naming the error."""
+    functional custom op either (2.5.1-2.9.1), naming the error."""
     _assert_scenario(ranks, f"{path}: exported programs equal eager")
 
 
@@ -160,5 +160,5 @@ def test_a_tensor_parallel_module(ranks: list[dict[str, Any]]) -> None:
 def test_an_fsdp2_optimizer_step(ranks: list[dict[str, Any]]) -> None:
     """The tagged step equals the same step with ATen's ops under FSDP2, and one process's. Skipped,
     naming torch's error, where FSDP2 runs no step on CPU with ATen's ops (2.5.1, 2.6.0), or where that
-    step leaves other parameters than one process does (2.7.1), the tagged step equal to it."""
+    step leaves other parameters than one process does (2.7.1, 2.8.0), the tagged step equal to it."""
     _assert_scenario(ranks, "FSDP2: an optimizer step updating sharded parameters in place")
