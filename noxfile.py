@@ -80,8 +80,9 @@ def _results_dir() -> Path:
 
 
 #: The training-step fuzz's batches (tests/test_compile_fuzz_training.py) in the sessions only the
-#: matrix runs: three times the suite's default of two, at about two minutes more a session;
-#: CI's releases keep the default, inside its time budget. TAGGED_OPS_FUZZ_TRAINING_SEEDS overrides.
+#: matrix runs: three times the suite's default of two (those sessions took 7-14 minutes with them
+#: on 2 cores); CI's releases keep the default, inside its time budget.
+#: TAGGED_OPS_FUZZ_TRAINING_SEEDS overrides.
 MATRIX_TRAINING_SEEDS = "0-5"
 
 
