@@ -10,7 +10,7 @@ from torch import Tensor
 from .._handle import TaggedOp
 from ._variants import Sample
 
-__all__ = ["check_compile", "check_compile_clone", "check_export", "clones_to_try", "same"]
+__all__ = ["Slot", "check_compile", "check_compile_clone", "check_export", "clones_to_try", "same", "slots_of"]
 
 
 def same(a: Tensor, b: Tensor) -> str | None:
@@ -72,12 +72,16 @@ def _assert_as_eager(op: TaggedOp, got: Sequence[Tensor], eager_mutated: tuple[A
 Slot = tuple[str, "int | str"]  # ("args", position) or ("kwargs", name)
 
 
+def slots_of(sample: Sample) -> list[Slot]:
+    """Every argument's place in the call, positional first."""
+    return [("args", i) for i in range(len(sample.args))] + [("kwargs", k) for k in sample.kwargs]
+
+
 def clones_to_try(op: TaggedOp, sample: Sample) -> list[tuple[Slot, int]]:
     """(slot of a read Tensor, index of the mutated tensor it is shaped like), for the clone pattern."""
     mutated = op.mutated_in_call(sample.args, sample.kwargs)
-    slots: list[Slot] = [("args", i) for i in range(len(sample.args))] + [("kwargs", k) for k in sample.kwargs]
     found = []
-    for slot in slots:
+    for slot in slots_of(sample):
         value = sample.args[slot[1]] if slot[0] == "args" else sample.kwargs[slot[1]]  # type: ignore[index]
         if not isinstance(value, Tensor) or any(value is m for m in mutated):
             continue

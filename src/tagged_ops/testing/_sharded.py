@@ -15,7 +15,7 @@ from .. import _compat_dtensor
 from .._contract import sharding_unavailable
 from .._handle import TaggedOp
 from ._check import Example, _as_sample, _brief
-from ._compiled import same
+from ._compiled import Slot, same, slots_of
 from ._variants import Sample
 
 __all__ = ["check_sharded"]
@@ -175,13 +175,10 @@ def _check_one(
     return checks, messages
 
 
-Slot = tuple[str, "int | str"]  # ("args", position) or ("kwargs", name)
-
-
 def _written_slots(op: TaggedOp, sample: Sample) -> list[Slot]:
     """Where the written tensors sit in the call, found outside the compiled programs."""
     written = op.mutated_in_call(sample.args, sample.kwargs)
-    slots: list[Slot] = [("args", i) for i in range(len(sample.args))] + [("kwargs", k) for k in sample.kwargs]
+    slots = slots_of(sample)
     value = lambda slot: sample.args[slot[1]] if slot[0] == "args" else sample.kwargs[slot[1]]  # type: ignore[index]  # noqa: E731
     return [next(slot for slot in slots if value(slot) is t) for t in written]
 
@@ -202,8 +199,7 @@ def _into_clones(op: TaggedOp, slots: list[Slot]) -> Callable[..., tuple[Tensor,
     """The call, with every written argument replaced by a clone made inside the compiled program."""
 
     def program(*args: Any, **kwargs: Any) -> tuple[Tensor, ...]:
-        args, kwargs = tuple(args), dict(kwargs)
-        positional = list(args)
+        positional, kwargs = list(args), dict(kwargs)
         for where, key in slots:
             if where == "args":
                 positional[int(key)] = positional[int(key)].clone()
