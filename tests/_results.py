@@ -57,7 +57,14 @@ AREAS = {
 
 _AREA_PATH = "tagged_ops_area_path"
 #: properties tests record about this torch (``record_property``), written to the results file
-FACTS = ("compiler_drops_a_read_clone", "private_names", "torch_gets_wrong", "torch_gets_wrong_in_training")
+FACTS = (
+    "compiler_drops_a_read_clone",
+    "private_names",
+    "raw_reuses_mutated_alias",
+    "raw_saved_export_loads",
+    "torch_gets_wrong",
+    "torch_gets_wrong_in_training",
+)
 
 
 class ResultsRecorder:

@@ -40,6 +40,7 @@ from ._raw_programs import (
     torch_gets_wrong,
     torch_reuses_a_mutated_alias,
 )
+from .fixes._confined import has_the_bug
 
 RAW_FACT = "torch_gets_wrong"  # recorded for compat_matrix.md (tests/_results.py)
 
@@ -350,16 +351,34 @@ def test_canary_a_mutated_view_of_an_intermediate_is_read_out_of_bounds(raw: dic
     assert any(raw[name] for name in VIEWS_V1), {name: raw[name] for name in VIEWS_V1}
 
 
-def test_mutated_aliases_are_never_reused(record_property: Callable[[str, object], None]) -> None:
-    """A direct call that writes a view with an offset, then a clone of the view: Inductor may hand the
-    written view's alias to the next kernel as its buffer (2.3.1, raw ops: a heap overflow); through
-    tagged_ops it never does. ``raw_reuses_mutated_alias`` records torch's own answer per release:
-    _fixes/reuse_of_mutated_alias.py retires once no release of the matrix says True.
+@pytest.fixture(scope="module")
+def raw_alias_reuse() -> bool | None:
+    """Does Inductor hand a raw op's written view's alias to the next kernel as its buffer? (None: no direct call compiles.)"""
+    return torch_reuses_a_mutated_alias()
+
+
+def test_canary_inductor_reuses_a_mutated_alias(
+    raw_alias_reuse: bool | None, record_property: Callable[[str, object], None]
+) -> None:
+    """A direct call that writes a view with an offset, then a clone of the view: Inductor hands the
+    written view's alias to the next kernel as its buffer (raw ops, a heap overflow) on exactly the
+    releases tests/fixes/_confined.py lists (2.3); fails on a release that answers otherwise.
+    _fixes/reuse_of_mutated_alias.py retires with the last listed release."""
+    record_property("raw_reuses_mutated_alias", raw_alias_reuse)
+    if raw_alias_reuse is None:
+        pytest.skip(f"torch {torch.__version__}'s Inductor compiles no direct call of a mutating custom op")
+    expected = has_the_bug("reuse_of_mutated_alias", torch.__version__)
+    assert raw_alias_reuse is expected, (
+        f"torch {torch.__version__} {'reuses' if raw_alias_reuse else 'no longer reuses'} a mutated alias: "
+        "update tests/fixes/_confined.py (and retire _fixes/reuse_of_mutated_alias.py once no release has the bug)"
+    )
+
+
+def test_mutated_aliases_are_never_reused(raw_alias_reuse: bool | None) -> None:
+    """The same program through tagged_ops: the alias is never reused, on any release.
 
     The compiled-vs-eager side is ``test_clones_of_values_an_op_writes[...clone of a view-torch.ops]``."""
-    raw = torch_reuses_a_mutated_alias()
-    record_property("raw_reuses_mutated_alias", raw)
-    if raw is None:
+    if raw_alias_reuse is None:
         pytest.skip(f"torch {torch.__version__}'s Inductor compiles no direct call of a mutating custom op")
     assert torch_reuses_a_mutated_alias(through_tagged_ops=True) is False
 

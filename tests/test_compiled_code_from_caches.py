@@ -22,6 +22,7 @@ import torch
 import tagged_ops
 
 from ._subprocess import env_for_path
+from .fixes._confined import has_the_bug
 
 # An out= op used only in another op's backward formula: Dynamo traces the forward,
 # which holds no tagged op, and AOTAutograd's cache hit skips tracing the backward.
@@ -121,6 +122,8 @@ RAW_SAVED_EXPORT = textwrap.dedent(
     if sys.argv[2] == "save":
         torch.export.save(torch.export.export(M(), (x, y)).run_decompositions(), path)
     else:
+        if len(sys.argv) > 3:  # "cured": what _fixes/saved_export_loading.py makes the deserializer do
+            import torch._higher_order_ops.auto_functionalize
         torch.testing.assert_close(torch.export.load(path).module()(x, y), x[1:] + y + 1)
     print("ok")
     """
@@ -155,18 +158,62 @@ def test_backward_loaded_from_the_caches_finds_the_ops_it_calls(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("fallback", [False, True], ids=["default", "fallback"])
-def test_saved_export_loads_and_runs_in_a_fresh_process(
-    tmp_path: Path, fallback: bool, record_property: Callable[[str, object], None]
-) -> None:
+def test_saved_export_loads_and_runs_in_a_fresh_process(tmp_path: Path, fallback: bool) -> None:
     env = env_for_path(fallback=fallback)
     path = str(tmp_path / "program.pt2")
     assert _run(SAVED_EXPORT, [path, "save"], env) == "ok"
     assert _run(SAVED_EXPORT, [path, "load"], env) == "ok"
-    # torch's own answer (2.6.0: SerializeError), which _fixes/saved_export_loading.py works around
-    # (None: a raw op's program does not even export here, 2.2.2)
-    raw_path = str(tmp_path / "raw.pt2")
+
+
+def _raw_saved_export(tmp_path: Path, *, cured: bool = False) -> tuple[bool | None, str]:
+    """Does a raw op's saved export load in a fresh process? (None: it does not even export here,
+    2.2.2), and the loading process's stderr. ``cured``: the loading process first imports what
+    _fixes/saved_export_loading.py makes the deserializer import, so the bug cannot show."""
+    path = str(tmp_path / "raw.pt2")
     steps = [
-        subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, raw_path, step], capture_output=True, text=True)
-        for step in ("save", "load")
+        subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, path, *step], capture_output=True, text=True)
+        for step in (["save"], ["load", "cured"] if cured else ["load"])
     ]
-    record_property("raw_saved_export_loads", None if steps[0].returncode else steps[1].returncode == 0)
+    return (None if steps[0].returncode else steps[1].returncode == 0), steps[1].stderr
+
+
+def _saved_export_canary(loads: bool, stderr: str) -> str | None:
+    """What is wrong with torch's answer ``loads`` for this release, if anything: the canary's verdict."""
+    if has_the_bug("saved_export_loading", torch.__version__):
+        if loads:
+            return (
+                f"torch {torch.__version__} loads a raw op's saved export: update tests/fixes/_confined.py "
+                "(and retire _fixes/saved_export_loading.py once no release has the bug)"
+            )
+        if "auto_functionalized" not in stderr:
+            return f"a raw op's saved export fails to load for another reason: {stderr[-2000:]}"
+        return None
+    if not loads:
+        return f"torch {torch.__version__} cannot load a raw op's saved export: {stderr[-2000:]}"
+    return None
+
+
+def test_canary_a_raw_saved_export_does_not_load_in_a_fresh_process(
+    tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
+    """torch.export.load of a raw mutable op's program, in a process that did not export it, fails
+    with SerializeError ("Unsupported target type ... auto_functionalized") on exactly the releases
+    tests/fixes/_confined.py lists (2.3-2.6); fails on a release that answers otherwise.
+    _fixes/saved_export_loading.py retires with the last listed release."""
+    loads, stderr = _raw_saved_export(tmp_path)
+    record_property("raw_saved_export_loads", loads)
+    if loads is None:
+        pytest.skip(f"torch {torch.__version__} cannot export a raw mutable op's program")
+    problem = _saved_export_canary(loads, stderr)
+    assert problem is None, problem
+
+
+def test_the_saved_export_canary_fails_where_the_bug_is_cured(tmp_path: Path) -> None:
+    """The canary can fail: on a release with the bug, the loading process cured by hand (the module
+    that defines ``auto_functionalized`` imported first) loads, and the canary's verdict says so."""
+    if not has_the_bug("saved_export_loading", torch.__version__):
+        pytest.skip(f"torch {torch.__version__} loads a raw op's saved export: there is no bug to cure")
+    loads, stderr = _raw_saved_export(tmp_path, cured=True)
+    assert loads is True, stderr[-2000:]
+    problem = _saved_export_canary(loads, stderr)
+    assert problem is not None and "update tests/fixes/_confined.py" in problem

@@ -6,13 +6,14 @@ written tensor. 2.3.1's scheduler let the next kernel take it over in place, all
 it at its own view size (the offset dropped) and wrote the larger result into it: a
 heap overflow that aborts the process ("free(): invalid next size") or corrupts memory
 silently. Raw classic ops too. Measured on 2.3.1; 2.2.2 lowers no direct call, and
-2.4.1 and 2.13.0 never offered the alias for reuse.
+2.4.1-2.7.1, 2.9.1, 2.12.1, 2.13.0 and 2.15.0 never offer the alias for reuse.
 
 The fix: a ``MutationOutput`` is never reused (it owns no memory to give). Installed at
 the first trace of a tagged op, once Inductor's wrapper codegen is imported; on a torch
 that never offers the alias it changes nothing. Canary:
-tests/test_compile_right_by_default.py::test_mutated_aliases_are_never_reused (it records torch's
-own answer per release; the fix retires once no release of the matrix reuses the alias).
+tests/test_compile_right_by_default.py::test_canary_inductor_reuses_a_mutated_alias (fails on a
+release whose raw ops answer otherwise than tests/fixes/_confined.py lists; the fix retires
+with the last listed release).
 """
 
 from __future__ import annotations
