@@ -171,7 +171,9 @@ def _raw_saved_export(tmp_path: Path, *, cured: bool = False) -> tuple[bool | No
     _fixes/saved_export_loading.py makes the deserializer import, so the bug cannot show."""
     path = str(tmp_path / "raw.pt2")
     steps = [
-        subprocess.run([sys.executable, "-c", RAW_SAVED_EXPORT, path, *step], capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-c", RAW_SAVED_EXPORT, path, *step], capture_output=True, text=True, timeout=600
+        )
         for step in (["save"], ["load", "cured"] if cured else ["load"])
     ]
     return (None if steps[0].returncode else steps[1].returncode == 0), steps[1].stderr
