@@ -9,6 +9,8 @@ tools/releases.py).
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 #: fix module -> the torch minor releases whose raw ops show its bug, as the matrix measured them
 CONFINED: dict[str, tuple[str, ...]] = {
     "reuse_of_mutated_alias": ("2.3",),
@@ -18,7 +20,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
 
 def minor(version: str) -> str:
     """``"2.13"`` for ``"2.13.0+cu130"``."""
-    return ".".join(version.split("+")[0].split(".")[:2])
+    major, minor_, *_ = Version(version).release
+    return f"{major}.{minor_}"
 
 
 def has_the_bug(fix: str, version: str) -> bool:
