@@ -104,6 +104,17 @@ def test_increment_version_bumps_every_tensor() -> None:
     assert a._version == 1 and b._version == 1
 
 
+def test_increment_version_takes_the_tuple_exactly_where_torch_does() -> None:
+    # The probe reads torch's declaration; here torch is tried, as the probe must not (it throws from C++).
+    a = torch.zeros(1)
+    try:
+        torch._C._increment_version((a,))
+        takes_tuple = True
+    except (TypeError, RuntimeError):
+        takes_tuple = False
+    assert (caps.increment_version() is torch._C._increment_version) == takes_tuple
+
+
 def _plus_one_if_exporting(x: torch.Tensor) -> torch.Tensor:
     return x + 1 if _compat_compiler.is_exporting() else x - 1
 

@@ -365,20 +365,21 @@ def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
     """A function that bumps the version counter of every tensor in a tuple.
 
     Kernels that write through NumPy bypass the counter, so tagged_ops bumps it.
-    Probed on first use (torch's, given an empty tuple), and returns torch's own
-    where it takes the tuple: the kernel calls it directly.
+    Returns torch's own where it takes the tuple (the kernel calls it directly),
+    as its public wrapper ``torch.autograd.graph.increment_version`` declares.
+    Read from that declaration rather than tried: a tuple where torch wants a
+    Tensor raises from C++, and a process's first C++ exception costs 1.25 MB.
     """
     raw = torch._C._increment_version
-    try:
-        raw(())
-    except (TypeError, RuntimeError):  # 2.4: "increment_version expect a Tensor as input"
+    declared = torch.autograd.graph.increment_version.__annotations__.get("tensor")
+    if "Iterable" in str(declared):
+        return raw  # type: ignore[no-any-return]
 
-        def each(tensors: tuple[torch.Tensor, ...]) -> None:
-            for t in tensors:
-                raw(t)
+    def each(tensors: tuple[torch.Tensor, ...]) -> None:
+        for t in tensors:
+            raw(t)
 
-        return each
-    return raw  # type: ignore[no-any-return]
+    return each
 
 
 # -- torch._C._any_requires_grad (2.5) ----------------------------------------------
