@@ -173,7 +173,7 @@ def tests_next(session: nox.Session) -> None:
 
 # A real library ported by docs/adopting.md: bitsandbytes' own tests (test_ops.py and its
 # Linear4bit compile tests, CPU), unported and ported, compared test by test. Not in `nox -t ci`:
-# about 20 minutes a session on 2 cores; the workflow runs it as a job of its own.
+# 25-42 minutes a session on 2 cores (measured); the workflow runs it as a job of its own.
 DOWNSTREAM = {"2.4.1": [False], "2.13.0": [False, True], "2.15.0": [False]}  # release -> fallback forced?
 BNB_CHECKOUT_ENV_VAR = "TAGGED_OPS_BNB_CHECKOUT"
 

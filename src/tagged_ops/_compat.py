@@ -368,7 +368,7 @@ def increment_version() -> Callable[[tuple[torch.Tensor, ...]], None]:
     Returns torch's own where it takes the tuple (the kernel calls it directly),
     as its public wrapper ``torch.autograd.graph.increment_version`` declares.
     Read from that declaration rather than tried: a tuple where torch wants a
-    Tensor raises from C++, and a process's first C++ exception costs 1.25 MB.
+    Tensor raises from C++, and a process's first C++ exception costs 1.25 MB (2.4.1).
     """
     raw = torch._C._increment_version
     declared = torch.autograd.graph.increment_version.__annotations__.get("tensor")
