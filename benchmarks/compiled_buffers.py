@@ -27,6 +27,8 @@ import tagged_ops
 import tagged_ops._switches
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import provenance  # noqa: E402  (which tagged_ops was measured)
 from tests._lowering import lowerings, pattern  # noqa: E402
 
 
@@ -74,6 +76,7 @@ def measure(mb: int, calls: int, repeat: int, device: str = "cpu") -> dict[str, 
         ratios[name] = round(statistics.median(round_ratios), 3) if round_ratios else None
     return {
         "torch": torch.__version__,
+        "commit": provenance.tagged_ops_commit(),
         "path": "native" if tagged_ops.NATIVE_TAGS and not tagged_ops._switches.fallback_forced() else "fallback",
         "device": device if device == "cpu" else torch.cuda.get_device_name(0),
         "buffer_mb": mb,

@@ -36,6 +36,8 @@ import tagged_ops
 from tagged_ops._selfcheck import define_sin_ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import provenance  # noqa: E402  (which tagged_ops was measured)
 from tests._lowering import raw_untagged  # noqa: E402  (the hand-written untagged op, shared with the tests)
 
 
@@ -171,6 +173,7 @@ def measure(calls: int, rounds: int, device: str = "cpu") -> dict[str, Any]:
     )
     return {
         "torch": torch.__version__,
+        "commit": provenance.tagged_ops_commit(),
         "path": "native" if ops.sin_.is_native else "fallback",
         "device": device if device == "cpu" else torch.cuda.get_device_name(0),
         "baseline": raw_label,

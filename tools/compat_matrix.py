@@ -305,11 +305,11 @@ def _costs() -> list[str]:
         "tagged_ops (its import included) / `custom_op`, and the RSS they add (`benchmarks/definition_cost.py`, fresh",
         "processes that first collect the garbage `import torch` left). First compile of a small graph / the same",
         "with `custom_op`. Buffers: a compiled step on a 64 MB buffer / the best raw lowering, (a) in-place, (b) out=",
-        "(`benchmarks/compiled_buffers.py`). Defs commit: the tagged_ops commit the definitions and first compile",
-        "were measured with.",
+        "(`benchmarks/compiled_buffers.py`). Commits: the tagged_ops commit each was measured with, eager;",
+        "definitions and first compile; buffers.",
         "",
         "| torch | eager / custom_op | eager / raw op | 30 defs / custom_op | 30 defs MB | 1st compile | buffers (a), (b) "
-        "| defs commit |",
+        "| commits |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for release in RELEASES:
@@ -335,7 +335,8 @@ def _costs() -> list[str]:
             cells.append(", ".join("n/a" if ratios[k] is None else str(ratios[k]) for k in ("a", "b")))
         else:
             cells.append("not run")
-        cells.append((defs or {}).get("commit") or "not recorded")  # the tagged_ops the definitions ran
+        # the tagged_ops each measurement ran
+        cells.append("; ".join((d or {}).get("commit") or "not recorded" for d in (eager, defs, compiled)))
         lines.append(f"| {release} | " + " | ".join(cells) + " |")
     return lines
 

@@ -1,4 +1,4 @@
-"""Which tagged_ops a measurement ran (benchmarks/definition_cost.py, both downstream/*/run.py)."""
+"""Which tagged_ops a measurement ran (the benchmarks, both downstream/*/run.py)."""
 
 from __future__ import annotations
 
