@@ -305,8 +305,8 @@ def _costs() -> list[str]:
         "tagged_ops (its import included) / `custom_op`, and the RSS they add (`benchmarks/definition_cost.py`, fresh",
         "processes that first collect the garbage `import torch` left). First compile of a small graph / the same",
         "with `custom_op`. Buffers: a compiled step on a 64 MB buffer / the best raw lowering, (a) in-place, (b) out=",
-        "(`benchmarks/compiled_buffers.py`). Commits: the tagged_ops commit each was measured with, eager;",
-        "definitions and first compile; buffers.",
+        "(`benchmarks/compiled_buffers.py`). Commits: the tagged_ops commit of each measurement, in the order",
+        "eager; definitions and first compile; buffers.",
         "",
         "| torch | eager / custom_op | eager / raw op | 30 defs / custom_op | 30 defs MB | 1st compile | buffers (a), (b) "
         "| commits |",
