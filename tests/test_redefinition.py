@@ -221,7 +221,7 @@ def test_definition_failing_midway_leaves_every_name_free(
     if failing == "fake kernel":  # after the op's own schema is defined
         monkeypatch.setattr(_compat, "register_fake", broken)
     else:
-        monkeypatch.setattr(_definition, "make_handle_call", broken)
+        monkeypatch.setattr(_definition, "make_first_call", broken)
     with pytest.raises(RuntimeError, match="broken on purpose"):
         _define(ns, "sin_")
     assert not hasattr(getattr(torch.ops, ns), "apply_")

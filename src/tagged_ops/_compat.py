@@ -10,9 +10,9 @@ name (and the release that has it), the probe and its backport side by side,
 named as upstream names them, without a leading underscore. Each section that
 decides between releases has a ``# Breakpoint:`` line naming the upstream pull
 request that moved it (or saying none was identified), so the branch can go once
-the oldest supported release is past it. Probes that cost anything run on first
-use. Together with ``_compat_infer_schema`` and ``_fixes/`` this is the only
-place that touches torch's private names (docs/ARCHITECTURE.md lists them).
+the oldest supported release is past it. Costly probes run on first use. With
+``_compat_infer_schema`` and ``_fixes/``, the only place that touches torch's
+private names (docs/ARCHITECTURE.md lists them).
 """
 
 from __future__ import annotations
@@ -207,20 +207,21 @@ def to_out_variant(functional_op: Any) -> Any:
         return None
 
 
-# -- torch.library.register_fake (Library._register_fake, 2.4; impl_abstract before) --
-# Breakpoint: pytorch/pytorch#123937 (2.4 renamed impl_abstract).
+# -- torch.library.register_fake (2.4; impl_abstract before), into its registry entry --
+# Breakpoint: pytorch/pytorch#123937 (2.4 renamed it); the holder's lib= (2.12): not identified.
 
 
 def register_fake(qualname: str, fn: Callable[..., Any], /, *, lib: torch.library.Library) -> None:
-    """``torch.library.register_fake(qualname, fn, lib=lib)``: ``fn`` is the op's fake (meta) kernel.
+    """``torch.library.register_fake(qualname, fn, lib=lib)``, minus its reads of the caller's source (1.5 ms)."""
+    entry = torch._library.simple_registry.singleton.find(qualname)
+    holder: Any = entry.fake_impl if hasattr(entry, "fake_impl") else entry.abstract_impl  # 2.5 renamed it
+    own_lib = (lib,) if _takes_lib(type(holder)) else ()  # type: ignore[arg-type]
+    lib._registration_handles.append(holder.register(fn, f"tagged_ops' definition of {qualname}", *own_lib))
 
-    Through the library's own method where it has one (2.4+: no warning about a
-    Python kernel in the op's module), ``impl_abstract`` (the older name) before.
-    """
-    if hasattr(lib, "_register_fake"):
-        lib._register_fake(parse_namespace(qualname)[1], fn)
-    else:
-        torch.library.impl_abstract(qualname, fn, lib=lib)
+
+@functools.cache
+def _takes_lib(holder_type: object) -> bool:  # else the holder makes a Library of its own (before 2.12)
+    return "lib" in inspect.signature(holder_type.register).parameters  # type: ignore[attr-defined]
 
 
 # -- torch.library.opcheck (2.4; torch.testing._internal.optests before) -------------

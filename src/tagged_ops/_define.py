@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, overload
 from . import _compat, _names
 from ._contract import Kind
 from ._definition import Definition, Devices
-from ._fallback import FallbackDefinition
 from ._handle import TaggedOp
 from ._inference import define_signature
-from ._native import NativeDefinition
 from ._switches import fallback_forced
 
 __all__ = ["declare_inplace", "declare_out", "define_inplace", "define_out"]
@@ -65,9 +63,14 @@ def _define(
     options = {"pair": pair, "classic_kernels": classic_kernels, "compile_functional": compile_functional}
 
     def build() -> Definition:
+        # each path's module is loaded by its first definition: a process uses one
         if native:
+            from ._native import NativeDefinition
+
             definition: Definition = NativeDefinition(sig, **options)
         else:
+            from ._fallback import FallbackDefinition
+
             definition = FallbackDefinition(sig, forced=_compat.NATIVE_TAGS, **options)
         if fn is not None:
             try:

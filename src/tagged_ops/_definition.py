@@ -27,24 +27,24 @@ import torch
 from torch.library import Library
 
 from . import _by_name, _compat, _compat_compiler, _fixes
-from ._autograd import make_autograd_call
-from ._calls import make_binder, make_handle_call, set_compiled_call
-from ._compat_functorch import register_vmap
+from ._calls import make_binder, make_first_call, make_handle_call, set_compiled_call
 from ._contract import out_under_autograd
 from ._registration import Kernels, RegisteredOp
 from ._signature import OpSignature, Param
-from ._transforms import TRANSFORM_KEY, make_transform_kernel
 
 if TYPE_CHECKING:  # imported where first used: only compiling and DTensors need them
     from ._functional import FunctionalTwin
     from ._sharding import Returns, ShardingRule
 
-__all__ = ["VMAP_KEY", "Definition", "Devices", "device_list"]
+__all__ = ["TRANSFORM_KEY", "VMAP_KEY", "Definition", "Devices", "device_list"]
 
 #: ``device_types=`` as users pass it: one device type, several, or None (every device).
 Devices = str | Sequence[str] | None
 #: The dispatch key of ``torch.vmap``'s rule.
 VMAP_KEY = "FuncTorchBatched"
+#: The dispatch key functorch includes while a transform is active; its kernel runs
+#: once per call, at the innermost level, before that level's tensors are unwrapped.
+TRANSFORM_KEY = "FuncTorchDynamicLayerBackMode"
 
 
 def device_list(device_types: Devices) -> list[str | None]:
@@ -79,11 +79,16 @@ class Definition:
         self.sharding: ShardingRule | None = None
         self._prepared = False
         self._compiled: Callable[..., None] | None = None
+        self._generated: Callable[..., Any] | None = None
+        self._autograd_call: Callable[..., None] | None = None
+        self._binder: Callable[..., tuple[tuple[Any, ...], dict[str, Any]]] | None = None
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()  # pointed at it (TaggedOp._point_at)
         self.registered = self._register()
         try:
             self._register_transform_kernel(self.registered)
             _fixes.at_definition(self)
-            self.call, self.bind = self._plan_calls()
+            #: The handle's call: generated at the first call (``_plan_call``), then that call.
+            self.call: Callable[..., Any] = make_first_call(self._plan_call)
             _define_names_when_compiler_loads(self)
         except Exception:
             self.destroy()
@@ -133,19 +138,32 @@ class Definition:
         return registered
 
     def _register_transform_kernel(self, registered: RegisteredOp) -> None:
-        """Refusals under torch.func's grad and jvp, where only transforms pay (see ``_transforms``)."""
-        kernel = make_transform_kernel(
-            self.sig,
-            registered.op,
-            registered.schema_order,
-            returns=registered.returns,
-            functional=self.functional,
-            grad_error=functools.partial(RuntimeError, out_under_autograd(self.sig.packet)),
-        )
-        registered.put_lasting_kernel(TRANSFORM_KEY, kernel)
+        """Refusals under torch.func's grad and jvp (see ``_transforms``), made at the first
+        call under a transform: defining an op loads none of that machinery."""
+        sig, functional = self.sig, self.functional
+        grad_error = functools.partial(RuntimeError, out_under_autograd(sig.packet))
+        made: list[Callable[..., Any]] = []
 
-    def _plan_calls(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
-        """The handle's call and opcheck's binder: they only call the op registered above."""
+        def transform_kernel(*args: Any, **kwargs: Any) -> Any:
+            if not made:
+                from ._transforms import make_transform_kernel
+
+                order, returns = registered.schema_order, registered.returns
+                kernel = make_transform_kernel(
+                    sig, registered.op, order, returns=returns, functional=functional, grad_error=grad_error
+                )
+                made.append(kernel)
+            return made[0](*args, **kwargs)
+
+        registered.put_lasting_kernel(TRANSFORM_KEY, transform_kernel)
+
+    def _plan_call(self) -> Callable[..., Any]:
+        """The handle's generated call, made once, at the first call or when the compiler loads:
+        it compiles code (once per shape of signature), which defining an op should not pay for."""
+        if self._generated is not None:
+            return self._generated
+        from ._autograd import make_autograd_call
+
         sig, registered = self.sig, self.registered
         autograd_call = make_autograd_call(sig, registered.op) if sig.kind == "inplace" else None
         grad_error = functools.partial(RuntimeError, out_under_autograd(sig.packet)) if sig.kind == "out" else None
@@ -157,11 +175,20 @@ class Definition:
         def prepare() -> bool:  # a plain function: Dynamo runs it for real (see make_handle_call)
             return self._prepare_compiled_call()
 
-        call = make_handle_call(
+        self._autograd_call = autograd_call
+        self._generated = self.call = make_handle_call(
             sig, registered.op, registered.schema_order, autograd_call, prepare, grad_error, declaration=declaration
         )
-        self._autograd_call = autograd_call
-        return call, make_binder(sig, registered.schema_order)
+        for handle in list(self.handles):
+            if handle._definition is self:
+                handle._point_at(self)  # the generated call becomes its __call__
+        return self._generated
+
+    def bind(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A call in the user's form -> ``(args, kwargs)`` of the registered op (``to_op_arguments``)."""
+        if self._binder is None:
+            self._binder = make_binder(self.sig, self.registered.schema_order)
+        return self._binder(*args, **kwargs)
 
     # -- what a fix sees (``_fixes.Op``) ----------------------------------------------
 
@@ -303,7 +330,7 @@ class Definition:
                 autograd_call=self._autograd_call,
                 compile_functional=lambda: self.compile_functional,
             )
-            set_compiled_call(self.call, self._compiled)
+            set_compiled_call(self._plan_call(), self._compiled)
         return True
 
     def destroy(self) -> None:
@@ -338,6 +365,8 @@ def _register_vmap_loop(registered: RegisteredOp) -> None:
             op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
         return None, None
 
+    from ._compat_functorch import register_vmap  # the fallback's in-place ops only
+
     fragment = Library(registered.sig.namespace, "FRAGMENT")
     register_vmap(qualname, rule, lib=fragment)  # no handle has the name yet: this reaches the dispatcher
     registered.keep_fragment(VMAP_KEY, fragment)
@@ -364,5 +393,8 @@ def _define_waiting_names(_module: object) -> None:
 def _define_names(definition: Definition) -> None:
     # Never fails a definition or the import of torch's compiler: what cannot be defined
     # here is defined again by the first trace, which raises where the user compiles.
+    # The handle's call is generated here too: Dynamo must find it made (make_first_call).
     with contextlib.suppress(Exception):
         definition.define_compiled_names()
+    with contextlib.suppress(Exception):
+        definition._plan_call()

@@ -68,6 +68,7 @@ class TaggedOp:
 
     def _point_at(self, definition: Definition) -> None:
         self._definition = definition
+        definition.handles.add(self)
         self._set_call(definition.call)
 
     def _set_call(self, call: Callable[..., Any]) -> None:

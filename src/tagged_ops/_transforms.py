@@ -33,11 +33,7 @@ from ._contract import in_place_under_grad_transform, tangent_refusal
 from ._functional import FunctionalTwin, arguments_by_name
 from ._signature import OpSignature, Param
 
-__all__ = ["TRANSFORM_KEY", "make_transform_kernel"]
-
-#: The dispatch key functorch includes while a transform is active; its kernel runs
-#: once per call, at the innermost level, before that level's tensors are unwrapped.
-TRANSFORM_KEY = "FuncTorchDynamicLayerBackMode"
+__all__ = ["make_transform_kernel"]
 
 
 def _has_tangent(t: torch.Tensor) -> bool:
@@ -68,7 +64,7 @@ def make_transform_kernel(
     functional: Callable[[], FunctionalTwin],
     grad_error: Callable[[], Exception],
 ) -> Callable[..., Any]:
-    """``op``'s kernel at :data:`TRANSFORM_KEY`, given ``op``'s arguments (``schema_order``).
+    """``op``'s kernel at ``FuncTorchDynamicLayerBackMode``, given ``op``'s arguments (``schema_order``).
 
     ``functional()`` gives the functional twin of the untagged op (defined on first use),
     whose parameters name the same arguments; ``returns``: the registered op returns its mutated tensors
