@@ -128,6 +128,66 @@ def test_helpers_wait_for_the_compiler_and_run_as_the_op(path: str) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
 
 
+_FIRST_CALL_COMPILED = """
+import torch, tagged_ops
+
+@tagged_ops.define_inplace("first_call::scale_")
+def scale_(x: torch.Tensor, s: float) -> torch.Tensor:
+    return x.mul_(s)
+
+@tagged_ops.define_out("first_call::sin.out")
+def sin_out(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x, out=out)
+
+def generated(op):
+    return type(op).__call__.__name__ != "first_call"
+
+assert not (generated(scale_) or generated(sin_out)), "the handles' calls were generated at definition"
+import torch._dynamo
+assert generated(scale_) and generated(sin_out), "not generated when the compiler loaded"
+
+def program(w, buf):  # w: a leaf that requires grad; buf: a plain input
+    h = w * 2  # an intermediate
+    scale_(h.detach()[1:], 3.0)  # writes a view of the intermediate through .detach()
+    scale_(w.detach()[:2], 0.5)  # writes a view of the leaf through .detach()
+    sin_out(w.detach(), out=buf[1:])  # reads through .detach(), writes a view of an input
+    return buf, h, (h * w).sum()
+
+def raw(w, buf):  # the same step with torch's own in-place and out= ops
+    h = w * 2
+    h.detach()[1:].mul_(3.0)
+    w.detach()[:2].mul_(0.5)
+    torch.sin(w.detach(), out=buf[1:])
+    return buf, h, (h * w).sum()
+
+def step(fn):
+    w, buf = torch.arange(1.0, 5.0).requires_grad_(), torch.zeros(5)
+    out = fn(w, buf)
+    out[-1].backward()
+    return [*out, w.detach(), w.grad]
+
+expected = step(raw)
+for got in (step(torch.compile(program, fullgraph=True)), step(program)):  # the handles' first call compiled
+    for e, g in zip(expected, got, strict=True):
+        torch.testing.assert_close(g, e)
+print("ok")
+"""
+
+
+def test_a_first_call_compiles_as_eager_calls(path: str) -> None:
+    """Defining an op generates no call; importing the compiler generates it, so a first call traced by
+    Dynamo (views of inputs, of intermediates, of a leaf through ``.detach()``, a training step) is right."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALL_COMPILED],
+        env=env_for_path(fallback=path == "fallback"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == "ok"
+
+
 def _autocast_ops(ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:
     @tagged_ops.define_out(f"{ns}::mul_out")
     def mul_out(x: Tensor, y: Tensor, *, out: Tensor) -> Tensor:
