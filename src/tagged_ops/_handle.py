@@ -39,9 +39,10 @@ class TaggedOp:
     says whether it carries the native tag.
 
     Each handle is the one instance of a subclass of its own, named like this class:
-    ``isinstance(op, TaggedOp)`` holds, ``type(op) is TaggedOp`` does not. The
-    subclass's ``__call__`` is the op's generated call, so an eager call is one
-    Python frame (a delegating ``__call__`` would add a third to its cost on 2.4).
+    ``isinstance(op, TaggedOp)`` holds, ``type(op) is TaggedOp`` does not. From the
+    op's first call on, the subclass's ``__call__`` is the op's generated call, so an
+    eager call is one Python frame (a delegating ``__call__`` would add a third to its
+    cost on 2.4).
     Handles pickle by qualified name.
 
     >>> isinstance(sin_out, tagged_ops.TaggedOp)
