@@ -208,7 +208,7 @@ def to_out_variant(functional_op: Any) -> Any:
 
 
 # -- torch.library.register_fake (2.4; impl_abstract before), into its registry entry --
-# Breakpoint: pytorch/pytorch#123937 (2.4 renamed it); the holder's lib= (2.12): not identified.
+# Breakpoint: pytorch/pytorch#123937 (2.4 renamed it); the holder's lib=: not identified (2.12.1 has it).
 
 
 def register_fake(qualname: str, fn: Callable[..., Any], /, *, lib: torch.library.Library) -> None:
@@ -220,7 +220,7 @@ def register_fake(qualname: str, fn: Callable[..., Any], /, *, lib: torch.librar
 
 
 @functools.cache
-def _takes_lib(holder_type: object) -> bool:  # else the holder makes a Library of its own (before 2.12)
+def _takes_lib(holder_type: object) -> bool:  # else the holder makes a Library of its own (2.5.1)
     return "lib" in inspect.signature(holder_type.register).parameters  # type: ignore[attr-defined]
 
 
