@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from tagged_ops._switches import FALLBACK_ENV_VAR
 
@@ -14,3 +16,12 @@ def env_for_path(*, fallback: bool) -> dict[str, str]:
     if fallback:
         env[FALLBACK_ENV_VAR] = "1"
     return env
+
+
+def run_program(code: str, *, fallback: bool) -> str:
+    """Run ``code`` in a fresh interpreter on the path chosen; assert it exited cleanly, return its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env_for_path(fallback=fallback), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 from torch import Tensor
@@ -12,7 +9,7 @@ from torch import Tensor
 import tagged_ops
 from tagged_ops._compat import has_custom_op_method
 
-from ._subprocess import env_for_path
+from ._subprocess import run_program
 
 
 def _sin_(ns: str) -> tagged_ops.TaggedOp:
@@ -118,14 +115,7 @@ print("ok")
 
 def test_helpers_wait_for_the_compiler_and_run_as_the_op(path: str) -> None:
     """Defining and calling an op registers its name only; importing torch's compiler adds its helpers."""
-    done = subprocess.run(
-        [sys.executable, "-c", _HELPERS_WAIT_FOR_THE_COMPILER],
-        env=env_for_path(fallback=path == "fallback"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_program(_HELPERS_WAIT_FOR_THE_COMPILER, fallback=path == "fallback")
 
 
 _FIRST_CALL_COMPILED = """
@@ -177,15 +167,7 @@ print("ok")
 def test_a_first_call_compiles_as_eager_calls(path: str) -> None:
     """Defining an op generates no call; importing the compiler generates it, so a first call traced by
     Dynamo (views of inputs, of intermediates, of a leaf through ``.detach()``, a training step) is right."""
-    done = subprocess.run(
-        [sys.executable, "-c", _FIRST_CALL_COMPILED],
-        env=env_for_path(fallback=path == "fallback"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip() == "ok"
+    assert run_program(_FIRST_CALL_COMPILED, fallback=path == "fallback").strip() == "ok"
 
 
 def _autocast_ops(ns: str) -> tuple[tagged_ops.TaggedOp, tagged_ops.TaggedOp]:
