@@ -32,7 +32,7 @@ from ._codegen import (
 from ._contract import ABSENT, Absent, argument_error, none_out_buffer
 from ._signature import CallOrder, OpSignature, Param
 
-__all__ = ["make_binder", "make_first_call", "make_handle_call", "make_kernel_adapter", "set_compiled_call"]
+__all__ = ["make_binder", "make_handle_call", "make_kernel_adapter", "set_compiled_call"]
 
 _REQUIRED = object()  # default for out buffers that the schema order moved behind defaulted parameters
 
@@ -151,21 +151,6 @@ def make_handle_call(
     # Python value with positional arguments, as it calls a native op.
     call.__signature__ = _SCRIPTED_SIGNATURE  # type: ignore[attr-defined]
     return call
-
-
-def make_first_call(plan: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-    """The handle's ``__call__`` until the op's call is generated: ``plan()`` generates it, then it runs.
-
-    ``plan`` also makes the generated call the ``__call__`` of every handle of the op,
-    so this runs at most once per handle. Dynamo never traces it: once torch's
-    compiler is imported, every op's call is generated (``_definition``).
-    """
-
-    def first_call(handle: Any, /, *args: Any, **kwargs: Any) -> Any:
-        return plan()(handle, *args, **kwargs)
-
-    first_call.__signature__ = _SCRIPTED_SIGNATURE  # type: ignore[attr-defined]
-    return first_call
 
 
 def set_compiled_call(call: Callable[..., Any], compiled_call: Callable[..., None]) -> None:

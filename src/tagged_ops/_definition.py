@@ -24,12 +24,10 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
-from torch.library import Library
 
 from . import _by_name, _compat, _compat_compiler, _fixes
-from ._calls import make_binder, make_first_call, make_handle_call, set_compiled_call
 from ._contract import out_under_autograd
-from ._registration import Kernels, RegisteredOp
+from ._registration import VMAP_KEY, Kernels, RegisteredOp
 from ._signature import OpSignature, Param
 
 if TYPE_CHECKING:  # imported where first used: only compiling and DTensors need them
@@ -40,8 +38,6 @@ __all__ = ["TRANSFORM_KEY", "VMAP_KEY", "Definition", "Devices", "device_list"]
 
 #: ``device_types=`` as users pass it: one device type, several, or None (every device).
 Devices = str | Sequence[str] | None
-#: The dispatch key of ``torch.vmap``'s rule.
-VMAP_KEY = "FuncTorchBatched"
 #: The dispatch key functorch includes while a transform is active; its kernel runs
 #: once per call, at the innermost level, before that level's tensors are unwrapped.
 TRANSFORM_KEY = "FuncTorchDynamicLayerBackMode"
@@ -131,7 +127,7 @@ class Definition:
         registered = self._register_op(opname, sig.fallback_schema(defaults=defaults), sig.fallback_params(), (), False)
         if sig.kind == "inplace":
             try:
-                _register_vmap_loop(registered)
+                registered.put_vmap_loop()
             except Exception:
                 registered.destroy()
                 raise
@@ -163,6 +159,7 @@ class Definition:
         if self._generated is not None:
             return self._generated
         from ._autograd import make_autograd_call
+        from ._calls import make_handle_call
 
         sig, registered = self.sig, self.registered
         autograd_call = make_autograd_call(sig, registered.op) if sig.kind == "inplace" else None
@@ -187,6 +184,8 @@ class Definition:
     def bind(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """A call in the user's form -> ``(args, kwargs)`` of the registered op (``to_op_arguments``)."""
         if self._binder is None:
+            from ._calls import make_binder
+
             self._binder = make_binder(self.sig, self.registered.schema_order)
         return self._binder(*args, **kwargs)
 
@@ -320,6 +319,7 @@ class Definition:
         # Run for real while Dynamo traces the handle's call (a constant to Dynamo), before
         # Dynamo reads the compiled call it sets.
         if self._compiled is None:
+            from ._calls import set_compiled_call
             from ._tracing import make_compiled_call
 
             self.prepare()
@@ -350,26 +350,17 @@ class Definition:
             registered.destroy()
 
 
-def _register_vmap_loop(registered: RegisteredOp) -> None:
-    """``torch.vmap`` of an untagged in-place op: run it per batch entry on views, as torch's batched
-    fallback does for an op tagged in-place (it refuses ops that return nothing)."""
-    op, qualname = registered.op, registered.qualname
+def make_first_call(plan: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """The handle's ``__call__`` until ``plan()`` generates the op's call (``_calls``), which it then runs.
 
-    def rule(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[None, None]:
-        if in_dims[0] is None:
-            raise RuntimeError(
-                f"{qualname}: vmap: an in-place op cannot write a batched value into its unbatched "
-                "first argument; vmap over that argument too."
-            )
-        for i in range(info.batch_size):
-            op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
-        return None, None
+    ``plan`` makes the generated call every handle's ``__call__``: this runs at most once per
+    handle. Its signature is the generated call's for TorchScript (``_calls.make_handle_call``).
+    """
 
-    from ._compat_functorch import register_vmap  # the fallback's in-place ops only
+    def first_call(_tagged_ops_handle: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return plan()(_tagged_ops_handle, *args, **kwargs)
 
-    fragment = Library(registered.sig.namespace, "FRAGMENT")
-    register_vmap(qualname, rule, lib=fragment)  # no handle has the name yet: this reaches the dispatcher
-    registered.keep_fragment(VMAP_KEY, fragment)
+    return first_call
 
 
 #: Definitions whose compiled names wait for the compiler's import.

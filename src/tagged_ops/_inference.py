@@ -7,8 +7,9 @@ alias letters the author wrote.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -98,7 +99,7 @@ def _signature_from_schema(fn: Callable[..., Any] | None, qualname: str, kind: K
             f"{qualname}: parameter names starting with {RESERVED_PREFIX!r} are tagged_ops' own "
             f"(the generated call uses them); rename {', '.join(reserved)}."
         )
-    python_signature = inspect.signature(fn) if fn is not None else _python_signature(parsed.arguments)
+    python_signature = inspect.signature(fn) if fn is not None else functools.partial(_python_signature, parsed)
     sig = OpSignature(qualname, kind, params, python_signature)
     # Params keep torch's printing of each argument to write schemas back out: check that what
     # they write parses to the schema they were read from, before anything is registered.
@@ -111,8 +112,9 @@ def _signature_from_schema(fn: Callable[..., Any] | None, qualname: str, kind: K
     return sig
 
 
-def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
-    """A declared op's Python signature, read from its schema: names, keyword-only, defaults."""
+def _python_signature(parsed: Any) -> inspect.Signature:
+    """A declared op's Python signature, read from its parsed schema: names, keyword-only, defaults."""
+    arguments = parsed.arguments
     kinds = {True: inspect.Parameter.KEYWORD_ONLY, False: inspect.Parameter.POSITIONAL_OR_KEYWORD}
     return inspect.Signature(
         [
@@ -128,6 +130,8 @@ def _python_signature(arguments: Sequence[Any]) -> inspect.Signature:
 
 def split_top_level(s: str) -> list[str]:
     """``s`` split at the commas outside brackets and quotes: a printed schema's arguments, one each."""
+    if not any(c in s for c in "[\"'") and s.count("(") == s.count("Tensor("):
+        return s.split(",")  # no list, no string, no parentheses but alias annotations: no comma inside
     parts: list[str] = []
     cur: list[str] = []
     depth, quote = 0, ""

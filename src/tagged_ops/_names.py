@@ -11,21 +11,21 @@ name is defined again: they never reach a destroyed op (2.13 can crash).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _by_name
 
+# For type checkers only: a Protocol class costs every process that defines an op.
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from ._definition import Definition
 
-__all__ = ["OpName", "named"]
+    class Follower(_by_name.Handle, Protocol):
+        """What follows a name: the handle (``_handle.TaggedOp``)."""
 
-
-class Follower(_by_name.Handle, Protocol):
-    """What follows a name: the handle (``_handle.TaggedOp``)."""
-
-    def _point_at(self, definition: Definition) -> None: ...
-    def _point_at_nothing(self, cause: Exception) -> None: ...
+        def _point_at(self, definition: Definition) -> None: ...
+        def _point_at_nothing(self, cause: Exception) -> None: ...
 
 
 class OpName:

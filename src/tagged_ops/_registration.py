@@ -27,11 +27,13 @@ from torch.library import Library
 
 from . import _compat, _compat_compiler
 from ._anchor import anchor, release_unless_same
-from ._calls import make_kernel_adapter
 from ._contract import direct_call_under_autograd, identity_error, out_under_autograd
 from ._signature import OpSignature, Param
 
-__all__ = ["Kernels", "RegisteredOp"]
+__all__ = ["VMAP_KEY", "Kernels", "RegisteredOp"]
+
+#: The dispatch key of ``torch.vmap``'s rule.
+VMAP_KEY = "FuncTorchBatched"
 
 
 class Kernels:
@@ -122,7 +124,8 @@ class RegisteredOp:
         namespace, opname = self.sig.namespace, self.opname
         definition = f"{opname}{schema[schema.index('(') :]}"
         all_tags = (*tags, torch.Tag.pt2_compliant_tag)
-        anchor_key = f"{definition} {all_tags}"  # what the kept dispatcher entry was defined as
+        # what the kept dispatcher entry was defined as (tags by value: a Tag's repr costs 7 us)
+        anchor_key = f"{definition} {[int(t) for t in all_tags]}"
         release_unless_same(namespace, opname, anchor_key, owner=self.sig.qualname)
         self.lib.define(definition, tags=all_tags)
         _compat.refresh_packet(namespace, opname.partition(".")[0])
@@ -133,6 +136,8 @@ class RegisteredOp:
     # -- the user's kernels, in this op's argument order -----------------------------
 
     def apply_kernel(self, key: str, fn: Callable[..., Any], classic: bool) -> None:
+        from ._calls import make_kernel_adapter  # generated code: loaded with the first Python kernel
+
         identity = None
         if not classic:
             identity = functools.partial(_identity_refusal, self.sig, fn)
@@ -164,6 +169,8 @@ class RegisteredOp:
         # while compiling only, where just a direct torch.ops call gets here with grad (the
         # handle runs such calls outside the graph), and a compiled backward through the
         # mutation would be silently wrong. An export keeps the handle's call in its graph.
+        from ._calls import make_kernel_adapter
+
         in_place = self.sig.kind == "inplace"
         return make_kernel_adapter(
             self.sig,
@@ -230,6 +237,27 @@ class RegisteredOp:
         ``Library`` (and its bookkeeping) per op at definition.
         """
         self.lib.impl(self.opname, kernel, key)
+
+    def put_vmap_loop(self) -> None:
+        """``torch.vmap`` of an untagged in-place op: run it per batch entry on views, as torch's batched
+        fallback does for an op tagged in-place (it refuses ops that return nothing)."""
+        op, qualname = self.op, self.qualname
+
+        def rule(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> tuple[None, None]:
+            if in_dims[0] is None:
+                raise RuntimeError(
+                    f"{qualname}: vmap: an in-place op cannot write a batched value into its unbatched "
+                    "first argument; vmap over that argument too."
+                )
+            for i in range(info.batch_size):
+                op(*(a if d is None else a.select(d, i) for a, d in zip(args, in_dims, strict=True)), **kwargs)
+            return None, None
+
+        from ._compat_functorch import register_vmap  # untagged in-place ops only
+
+        fragment = Library(self.sig.namespace, "FRAGMENT")
+        register_vmap(qualname, rule, lib=fragment)  # no handle has the name yet: this reaches the dispatcher
+        self.keep_fragment(VMAP_KEY, fragment)
 
     def keep_fragment(self, key: str, fragment: Library) -> None:
         """Own ``fragment`` (a registration made at ``key`` through torch.library): replaced and destroyed with the op."""

@@ -57,8 +57,7 @@ class _Frozen:
         return f"{type(self).__name__}({fields})"
 
     def _init(self, **fields: Any) -> None:
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+        self.__dict__.update(fields)  # past __setattr__, which refuses
 
 
 class Param(_Frozen):
@@ -151,18 +150,35 @@ class Param(_Frozen):
 
 
 class OpSignature(_Frozen):
-    """Everything tagged_ops needs to know about an op's calling convention."""
+    """Everything tagged_ops needs to know about an op's calling convention.
 
-    _FIELDS = ("qualname", "kind", "params", "python_signature")
+    ``python_signature``: the user's (``inspect.Signature``), for calls and messages; or a
+    function that makes it, called at its first use (a declared op's is read from its schema,
+    which only a call or opcheck needs).
+    """
+
+    _FIELDS = ("qualname", "kind", "params")
     qualname: str
     kind: Kind
     params: tuple[Param, ...]
-    python_signature: inspect.Signature  # the user's, for calls and messages
+    _python_signature: inspect.Signature | Callable[[], inspect.Signature]
 
     def __init__(
-        self, qualname: str, kind: Kind, params: tuple[Param, ...], python_signature: inspect.Signature
+        self,
+        qualname: str,
+        kind: Kind,
+        params: tuple[Param, ...],
+        python_signature: inspect.Signature | Callable[[], inspect.Signature],
     ) -> None:
-        self._init(qualname=qualname, kind=kind, params=params, python_signature=python_signature)
+        self._init(qualname=qualname, kind=kind, params=params, _python_signature=python_signature)
+
+    @property
+    def python_signature(self) -> inspect.Signature:
+        made = self._python_signature
+        if not isinstance(made, inspect.Signature):
+            made = made()
+            object.__setattr__(self, "_python_signature", made)
+        return made
 
     @property
     def namespace(self) -> str:
@@ -194,9 +210,13 @@ class OpSignature(_Frozen):
 
     def native_schema(self) -> str:
         """Schema of the natively tagged op: returns the mutated tensor(s)."""
-        returns = [f"Tensor({p.alias})" for p in self.mutated]
-        ret = returns[0] if len(returns) == 1 else f"({', '.join(returns)})"
-        return f"{self.name}({join_params(self.params)}) -> {ret}"
+        schema: str | None = self.__dict__.get("_native_schema")
+        if schema is None:  # written once: checked at definition, then registered
+            returns = [f"Tensor({p.alias})" for p in self.mutated]
+            ret = returns[0] if len(returns) == 1 else f"({', '.join(returns)})"
+            schema = f"{self.name}({join_params(self.params)}) -> {ret}"
+            object.__setattr__(self, "_native_schema", schema)
+        return schema
 
     def fallback_params(self) -> tuple[Param, ...]:
         """Parameter order of the untagged op.

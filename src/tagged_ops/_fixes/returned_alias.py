@@ -47,11 +47,13 @@ def _record_v2() -> Callable[[Any, dict[str, Any]], None] | None:
 
 def _functionalize_kernel(op: Op) -> Callable[..., Any]:
     sig = op.sig
-    user_order = CallOrder(sig.params)
-    defaults = _compat.schema_defaults(op.op)
+    made: list[tuple[CallOrder, dict[str, Any]]] = []  # at the first call: defining an op stays cheap
     returned = sig.mutated_names
 
     def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
+        if not made:
+            made.append((CallOrder(sig.params), _compat.schema_defaults(op.op)))
+        user_order, defaults = made[0]
         by_name = user_order.by_name(args, kwargs, defaults)
         untagged, order = op.untagged()
         twin = op.functional()
