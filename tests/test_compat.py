@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import textwrap
 import types
 
@@ -13,6 +14,8 @@ import tagged_ops
 from tagged_ops import _compat as caps
 from tagged_ops import _compat_compiler
 from tagged_ops._switches import FALLBACK_ENV_VAR, fallback_forced
+
+from ._subprocess import run_program
 
 
 def test_native_tags_means_both_tags_and_tag_aware_registration() -> None:
@@ -177,3 +180,26 @@ def test_parse_namespace_backport_matches_torch() -> None:
             backport(bad)  # type: ignore[operator]
         with pytest.raises(ValueError):
             upstream.parse_namespace(bad)
+
+
+_DEFAULTS_PROBE = r"""
+import inspect, importlib, json, sys
+import torch
+from tagged_ops import _compat_compiler
+name = "torch._higher_order_ops.auto_functionalize"
+loaded_by_torch = name in sys.modules
+answer = _compat_compiler.schema_defaults_survive_functionalization()
+loaded_by_probe = name in sys.modules and not loaded_by_torch
+hop = importlib.import_module(name).auto_functionalized
+truth = "mutated_args_names" not in inspect.signature(type(hop).__call__).parameters
+print(json.dumps([loaded_by_probe, answer, truth]))
+"""
+
+
+def test_the_defaults_probe_reads_auto_functionalized_without_importing_it() -> None:
+    """Defining a fallback op with a defaulted parameter asks 2.2's functionalization question; the
+    answer (read from the module's code where ``import torch`` has not loaded it, 2.4 and 2.5) is
+    the imported module's, and the module stays unloaded: importing it is work only compiling needs."""
+    loaded_by_probe, answer, truth = json.loads(run_program(_DEFAULTS_PROBE, fallback=True).splitlines()[-1])
+    assert answer == truth
+    assert not loaded_by_probe

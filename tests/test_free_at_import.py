@@ -31,12 +31,11 @@ from ._subprocess import env_for_path
 COMPILER = ("torch._dynamo", "torch._inductor", "torch.export", "torch.onnx", "torch._functorch.aot_autograd")
 
 #: torch's modules the fallback path may load beyond the classic pattern (which infers no
-#: schema and has no defaults to probe), each a small module, on releases whose ``import
-#: torch`` does not load it: the table of annotation types schema inference reads (as
-#: ``custom_op`` does; tagged_ops._compat_infer_schema), and the probe of 2.2's
-#: functionalization bug for an op with a defaulted parameter
-#: (tagged_ops._compat_compiler.schema_defaults_survive_functionalization).
-FALLBACK_EXTRA = {"torch._library.infer_schema", "torch._custom_op.impl", "torch._higher_order_ops.auto_functionalize"}
+#: schema), each a small module, on releases whose ``import torch`` does not load it: the table
+#: of annotation types schema inference reads (as ``custom_op`` does; tagged_ops._compat_infer_schema).
+#: The probe of 2.2's functionalization bug for an op with a defaulted parameter reads
+#: ``torch._higher_order_ops.auto_functionalize`` without importing it, so it is not listed.
+FALLBACK_EXTRA = {"torch._library.infer_schema", "torch._custom_op.impl"}
 
 _CLASSIC = r"""
 import json, sys
