@@ -198,7 +198,7 @@ print(json.dumps([loaded_by_probe, answer, truth]))
 
 def test_the_defaults_probe_reads_auto_functionalized_without_importing_it() -> None:
     """Defining a fallback op with a defaulted parameter asks 2.2's functionalization question; the
-    answer (read from the module's code where ``import torch`` has not loaded it, 2.4 and 2.5) is
+    answer (read from the module's code where ``import torch`` has not loaded it: 2.2, 2.4, 2.5) is
     the imported module's, and the module stays unloaded: importing it is work only compiling needs."""
     loaded_by_probe, answer, truth = json.loads(run_program(_DEFAULTS_PROBE, fallback=True).splitlines()[-1])
     assert answer == truth
