@@ -13,6 +13,7 @@ checked (the first trace defines the helpers and installs the fixes).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -166,12 +167,61 @@ def test_defining_and_calling_ops_loads_no_more_of_torch_than_the_classic_patter
 
 
 def test_the_fixes_imported_at_definition_are_those_with_a_definition_hook() -> None:
-    """``_fixes.FIXES`` lists every fix module, and ``AT_DEFINITION`` exactly those with ``at_definition``."""
+    """``_fixes.FIXES`` lists every fix module; those with ``at_definition`` are imported with the first
+    definition (``AT_DEFINITION``) or wait for the torch module they name (``AFTER_IMPORT``)."""
     folder = Path(_fixes.__file__).parent
     modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
     assert set(_fixes.FIXES) == modules
     hooked = {m for m in modules if hasattr(importlib.import_module(f"tagged_ops._fixes.{m}"), "at_definition")}
-    assert set(_fixes.AT_DEFINITION) == hooked
+    assert set(_fixes.AT_DEFINITION) | set(_fixes.AFTER_IMPORT) == hooked
+    assert not set(_fixes.AT_DEFINITION) & set(_fixes.AFTER_IMPORT)
+    for module in _fixes.AFTER_IMPORT.values():
+        assert importlib.util.find_spec(module.rpartition(".")[0]) is not None, module  # its package exists
+
+
+_WAKING = r"""
+import json, sys
+import torch
+import tagged_ops
+from tagged_ops import _fixes
+
+def define(name, pair):
+    fn = lambda x, *, out: torch.neg(x, out=out)
+    return tagged_ops.define_out(name, fn, schema="(Tensor x, *, Tensor(a!) out) -> Tensor(a!)", pair=pair)
+
+kept = define("waking::neg.out", False)
+gone = define("waking::gone.out", False)
+def seen():  # what the two waiting fixes did so far
+    pairing = sys.modules.get("tagged_ops._fixes.out_variant_pairing")  # a redefinition imports it
+    return {
+        "pair": dict(pairing._PAIR) if pairing else {},
+        "auto_functionalize": "torch._higher_order_ops.auto_functionalize" in sys.modules,
+    }
+before = seen()
+again = define("waking::neg.out", True)  # defined again before the import: its second definition counts
+for module in _fixes.AFTER_IMPORT.values():
+    try:
+        __import__(module)
+    except ImportError:  # a release without the module: its fix waits for ever
+        pass
+late = define("waking::late.out", False)
+print(json.dumps({"before": before, "after": seen(), "native": kept.is_native}))
+"""
+
+
+@pytest.mark.usefixtures("sets_the_fallback_switch_itself")
+def test_fixes_that_wait_for_an_import_see_every_op_defined_before_it_and_after(path: str) -> None:
+    """A fix of ``AFTER_IMPORT`` is imported with its module; its definition hook then runs for the
+    live definitions made before (the latest of each name) and for every one made after."""
+    done = _run(_WAKING, fallback=path == "fallback")
+    assert done["before"]["pair"] == {}
+    # what saved_export_loading imports with the deserializer (2.7+: `import torch` already has)
+    assert done["after"]["auto_functionalize"]
+    if done["native"] and importlib.util.find_spec("torch._library._out_variant") is not None:
+        pair = {"waking::neg.out": True, "waking::gone.out": False, "waking::late.out": False}
+    else:  # no out-variant pairing here, or untagged .out ops: nothing to keep apart
+        pair = {}
+    assert done["after"]["pair"] == pair
 
 
 def test_the_compiler_modules_named_here_exist() -> None:

@@ -37,8 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_sharding",
         "_definition",
         "_names",
-        "_by_name",
-    ),  # one definition; one name's life, and what torch.library finds by it
+    ),  # one definition; one name's life (what torch.library finds by it included)
     ("_native", "_fallback"),  # the two paths
     ("_handle", "_define", "_classic"),  # the public handle, decorators, adopted classic ops
     ("__init__", "__main__", "_opcheck", "_selfcheck", "cpp_extension", "testing", "audit"),  # tools on top

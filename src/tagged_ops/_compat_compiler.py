@@ -129,21 +129,6 @@ def is_functional_base(t: torch.Tensor) -> bool:
     return torch._is_functional_tensor(t) and bool(torch._is_functional_tensor_base(t))
 
 
-# -- torch's compiler: the modules that load compiled code (every release) ----------------
-# Breakpoint: none; a release that loads compiled code from a new module adds it here.
-
-#: Importing any of these may load compiled code (from Inductor's or AOTAutograd's
-#: on-disk caches, or a saved export: its deserializer) that names an op without tracing
-#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15,
-#: and the ``torch._inductor`` package with its config, 2.5: not what loads code).
-COMPILER_MODULES = (
-    "torch._dynamo",
-    "torch._inductor.codecache",
-    "torch._functorch.aot_autograd",
-    "torch._export.serde",
-)
-
-
 # -- Inductor's lowering of auto_functionalized (2.3; 2.6 with auto_functionalized_v2) -----
 # Breakpoint: pytorch/pytorch#118673 (Inductor lowers auto_functionalized, 2.3).
 

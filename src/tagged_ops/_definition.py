@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
-from . import _by_name, _compat, _compat_compiler, _fixes
+from . import _compat, _fixes, _names
 from ._contract import out_under_autograd
 from ._registration import VMAP_KEY, Kernels, RegisteredOp
 from ._signature import OpSignature, Param
@@ -121,9 +121,12 @@ class Definition:
         sig = self.sig
         # 2.2 cannot functionalize a call that relies on a schema default (see
         # _compat_compiler.schema_defaults_survive_functionalization); the handle passes every argument.
-        defaults = (
-            not any(p.has_default for p in sig.params) or _compat_compiler.schema_defaults_survive_functionalization()
-        )
+        if any(p.has_default for p in sig.params):
+            from ._compat_compiler import schema_defaults_survive_functionalization  # a probe: asked when needed
+
+            defaults = schema_defaults_survive_functionalization()
+        else:
+            defaults = True
         registered = self._register_op(opname, sig.fallback_schema(defaults=defaults), sig.fallback_params(), (), False)
         if sig.kind == "inplace":
             try:
@@ -274,7 +277,7 @@ class Definition:
             def rule(mode: Any, func: Any, types: Any, args: Any, kwargs: Any) -> None:
                 fn(mode, func, types, args, kwargs)
 
-        with _by_name.on_the_dispatcher(self.sig.qualname):
+        with _names.on_the_dispatcher(self.sig.qualname):
             torch.library.register_torch_dispatch(
                 self.sig.qualname, torch_dispatch_class, rule, lib=self.registered.lib
             )
@@ -290,7 +293,7 @@ class Definition:
                 return None, None
 
         self.registered.put_kernel(VMAP_KEY, None)  # the dispatcher holds one Python kernel per key
-        with _by_name.on_the_dispatcher(self.sig.qualname):
+        with _names.on_the_dispatcher(self.sig.qualname):
             torch.library.register_vmap(self.sig.qualname, rule, lib=self.registered.lib)
 
     def put_lasting_kernel(self, key: str, kernel: Callable[..., Any]) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.library import Library
 
-from . import _compat, _compat_compiler
+from . import _compat
 from ._anchor import anchor, release_unless_same
 from ._contract import direct_call_under_autograd, identity_error, out_under_autograd
 from ._signature import OpSignature, Param
@@ -281,4 +281,6 @@ def _identity_refusal(sig: OpSignature, fn: Callable[..., Any]) -> RuntimeError:
 
 
 def _grad_enabled_outside_export() -> bool:
-    return torch.is_grad_enabled() and not _compat_compiler.is_exporting()
+    from ._compat_compiler import is_exporting  # loaded with the first trace, not at definition
+
+    return torch.is_grad_enabled() and not is_exporting()

@@ -7,6 +7,9 @@ life through any of five functions of its module (a fix defines only those it ne
 
 * ``at_definition(op)``: when the op is defined, for what must be in place before
   anything traces it (a dispatcher kernel); cheap, and imports none of torch's compiler.
+  A fix whose definition hook matters only once a module of torch's is imported names
+  that module in :data:`FIXES`: it is imported with that module, and its hook runs then
+  for every op defined before and at each definition after.
 * ``at_first_trace(op)``: the first time torch traces the op (Dynamo, export,
   functionalization, a fake-tensor call); patches of torch's compiler go here.
 * ``at_destroy(op)``: the op's definition goes (a redefinition), so nothing the fix
@@ -106,12 +109,13 @@ if TYPE_CHECKING:
 
 #: The fixes, in the order their hooks run (module names in this package), and when each is
 #: imported: "definition" for those with ``at_definition`` (imported with the first definition),
+#: a torch module's name for those whose ``at_definition`` waits for that module's import,
 #: "sharding" for those with ``at_sharding_rule`` (the first DTensor sharding rule), "trace" for
 #: the others (imported at the first trace, or the first destroy), so a process that never
 #: compiles never loads them (tests/test_free_at_import.py checks them).
 FIXES: dict[str, str] = {
     "returned_alias": "definition",
-    "out_variant_pairing": "definition",
+    "out_variant_pairing": "torch._library._out_variant",
     "reads_before_writes": "trace",
     "clone_of_written_value": "trace",
     "donated_buffers": "trace",
@@ -123,12 +127,14 @@ FIXES: dict[str, str] = {
     "written_arguments_sharing_memory": "trace",
     "shared_output_tangents": "trace",
     "reuse_of_mutated_alias": "trace",
-    "saved_export_loading": "definition",
+    "saved_export_loading": "torch._export.serde.serialize",
     "dtensor_ops_returning_nothing": "sharding",
     "dtensor_keyword_tensors_in_cache_key": "sharding",
 }
-#: The fixes with an ``at_definition`` hook, from :data:`FIXES`.
+#: The fixes whose ``at_definition`` hook runs from the first definition, from :data:`FIXES`.
 AT_DEFINITION: tuple[str, ...] = tuple(fix for fix, when in FIXES.items() if when == "definition")
+#: The fixes whose ``at_definition`` hook waits for a module of torch's: fix -> that module.
+AFTER_IMPORT: dict[str, str] = {fix: when for fix, when in FIXES.items() if "." in when}
 
 
 def _hooks(fixes: Sequence[str], name: str) -> tuple[Callable[..., Any], ...]:
@@ -144,6 +150,32 @@ def _all_hooks(name: str) -> tuple[Callable[..., Any], ...]:
 def at_definition(op: Op) -> None:
     for hook in _definition_hooks():
         hook(op)
+    _wait_for_imports()
+    for hook in _woken:
+        hook(op)
+    if len(_woken) < len(AFTER_IMPORT):
+        _defined[op.sig.qualname] = op  # for the hooks still waiting
+
+
+# qualified name -> its live definition, while a fix of AFTER_IMPORT waits for its module
+_defined: dict[str, Op] = {}
+# the definition hooks of the fixes of AFTER_IMPORT whose module was imported
+_woken: list[Callable[[Op], None]] = []
+
+
+@functools.cache
+def _wait_for_imports() -> None:  # once, at the first definition
+    for fix, module in AFTER_IMPORT.items():
+        when_imported(module, functools.partial(_wake, fix))
+
+
+def _wake(fix: str, module: ModuleType) -> None:
+    hook: Callable[[Op], None] = importlib.import_module(f"{__name__}.{fix}").at_definition
+    _woken.append(hook)
+    for op in list(_defined.values()):
+        hook(op)
+    if len(_woken) == len(AFTER_IMPORT):
+        _defined.clear()
 
 
 @functools.cache
@@ -168,6 +200,8 @@ def _sharding_hooks() -> tuple[Callable[..., Any], ...]:
 
 
 def at_destroy(op: Op) -> None:
+    if _defined.get(op.sig.qualname) is op:
+        del _defined[op.sig.qualname]
     for hook in _all_hooks("at_destroy"):
         hook(op)
 

@@ -7,9 +7,19 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-from .._compat_compiler import COMPILER_MODULES
+__all__ = ["COMPILER_MODULES", "when_compiler_loads", "when_imported", "wrap_once"]
 
-__all__ = ["when_compiler_loads", "when_imported", "wrap_once"]
+#: torch's compiler: the modules that load compiled code (every release; a release that loads
+#: compiled code from a new module adds it here). Importing any of these may load compiled code (from Inductor's or AOTAutograd's
+#: on-disk caches, or a saved export: its deserializer) that names an op without tracing
+#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15,
+#: and the ``torch._inductor`` package with its config, 2.5: not what loads code).
+COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._inductor.codecache",
+    "torch._functorch.aot_autograd",
+    "torch._export.serde",
+)
 
 _WAITING: dict[str, list[Callable[[ModuleType], None]]] = {}
 
@@ -34,7 +44,7 @@ def when_imported(name: str, install: Callable[[ModuleType], None]) -> None:
 
 def when_compiler_loads(install: Callable[[ModuleType | None], None]) -> None:
     """Call ``install`` now if torch's compiler is imported, else once the first of its modules
-    (``_compat_compiler.COMPILER_MODULES``) is, and after each one that follows; never while one
+    (:data:`COMPILER_MODULES`) is, and after each one that follows; never while one
     of them is still executing its own import.
 
     ``install`` drains a queue of its own, so a later call finds nothing left to do; pass

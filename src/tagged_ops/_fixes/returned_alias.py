@@ -21,7 +21,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import _compat, _compat_compiler
+from .. import _compat
 from .._signature import CallOrder
 
 if TYPE_CHECKING:
@@ -53,13 +53,14 @@ def _functionalize_kernel(op: Op) -> Callable[..., Any]:
     def functionalize_kernel(*args: Any, **kwargs: Any) -> Any:
         if not made:
             made.append((CallOrder(sig.params), _compat.schema_defaults(op.op)))
+        from .._compat_compiler import is_functional_base  # functionalization loads it: defining does not
         user_order, defaults = made[0]
         by_name = user_order.by_name(args, kwargs, defaults)
         untagged, order = op.untagged()
         twin = op.functional()
         values = {p.name: by_name[p.name] for p in order}
         record = _record_v2()
-        bases = all(_compat_compiler.is_functional_base(values[n]) for n in twin.written)
+        bases = all(is_functional_base(values[n]) for n in twin.written)
         if bases and record is not None:
             record(untagged, dict(values))
         else:
