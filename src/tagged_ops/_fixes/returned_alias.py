@@ -54,6 +54,7 @@ def _functionalize_kernel(op: Op) -> Callable[..., Any]:
         if not made:
             made.append((CallOrder(sig.params), _compat.schema_defaults(op.op)))
         from .._compat_compiler import is_functional_base  # functionalization loads it: defining does not
+
         user_order, defaults = made[0]
         by_name = user_order.by_name(args, kwargs, defaults)
         untagged, order = op.untagged()
