@@ -4,10 +4,13 @@ The first sections are ``torch.compiler``'s functions the eager call and the com
 call use, with backports where a release lacks them, laid out as ``_compat`` lays out
 its sections. The fixes (``_fixes/``) patch torch's compiler where it is wrong; whether
 it is wrong on the installed torch is asked in the later sections, of the compiler's own
-code (the names a function reads, whether a lowering exists), never of a version string. Each probe names the fix that asks it and the releases that answer
-each way; a fix is deleted with its module, its test module and its line in
-``_fixes.FIXES``, and its probe here once nothing asks it. Nothing here imports torch's
-compiler at import: each probe imports what it reads when first asked.
+code (the names a function reads, whether a lowering exists), never of a version string.
+Each probe names the fix that asks it and the releases that answer each way; a fix is
+deleted with its module, its test module and its line in ``_fixes.FIXES``, and its probe
+here once nothing asks it. tagged_ops imports this module with ``_calls`` (an op's
+first Python kernel or first call) or its first trace, not to declare an op; importing
+it imports none of torch's compiler, and a probe imports what it reads when first asked,
+or reads it from the module's code unrun.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ def compiler_lowers_mutable_ops() -> bool:
     answer needs no import of Inductor, which torch loads only when it compiles (seconds, at
     trace time). Before it, Inductor itself is asked (torch.compile has loaded it by then).
     """
-    module = importlib.import_module("torch._higher_order_ops.auto_functionalize")
+    module = importlib.import_module(_AUTO_FUNCTIONALIZE)
     if hasattr(module, "auto_functionalized_v2"):
         return True
     lowering = importlib.import_module("torch._inductor.lowering")
