@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import tagged_ops
-from tagged_ops import _anchor, _codegen, _compat, _definition, _names
+from tagged_ops import _anchor, _codegen, _compat, _definition, _fixes, _names
 from tagged_ops._compat_compiler import compiler_lowers_mutable_ops
 from tagged_ops._fixes import _after_import, out_variant_pairing, reads_before_writes
 
@@ -34,6 +34,7 @@ def _sizes() -> dict[str, int]:
         "out_variant_pairing._PAIR": len(out_variant_pairing._PAIR),
         "reads_before_writes._INSTALLED": len(reads_before_writes._INSTALLED),
         "reads_before_writes._PENDING": len(reads_before_writes._PENDING),
+        "_fixes._defined": len(_fixes._defined),
         "_after_import._WAITING": len(_after_import._WAITING),
         "_after_import._ONCE_LOADED": len(_after_import._ONCE_LOADED),
         "_definition._WAITING": len(_definition._WAITING),
