@@ -9,11 +9,11 @@ from typing import Any, Callable
 
 __all__ = ["COMPILER_MODULES", "when_compiler_loads", "when_imported", "wrap_once"]
 
-#: torch's compiler: the modules that load compiled code (every release; a release that loads
-#: compiled code from a new module adds it here). Importing any of these may load compiled code (from Inductor's or AOTAutograd's
-#: on-disk caches, or a saved export: its deserializer) that names an op without tracing
-#: it. ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15,
-#: and the ``torch._inductor`` package with its config, 2.5: not what loads code).
+#: torch's compiler: the modules whose import may load compiled code (from Inductor's or
+#: AOTAutograd's on-disk caches, or a saved export: its deserializer) that names an op without
+#: tracing it, on every release (one that loads compiled code from a new module adds it here).
+#: ``import torch`` imports none of them (it does import ``torch.export``, 2.4-2.15, and the
+#: ``torch._inductor`` package with its config, 2.5: not what loads code).
 COMPILER_MODULES = (
     "torch._dynamo",
     "torch._inductor.codecache",
